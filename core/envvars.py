@@ -1,0 +1,46 @@
+"""The environment variables mcp-tray reads, as named constants.
+
+This set is also the allow-list of the environment diagnostics: a key that
+starts with ``MCP_TRAY_`` and is not listed here is reported as an
+unsupported override. No prefix is admitted, so a typo such as
+``MCP_TRAY_CLIENT_SESION`` is caught instead of silently ignored.
+"""
+
+from typing import Final
+
+#: Moves config, state, logs and runtime files under one folder (tests use it).
+HOME_ENV: Final = "MCP_TRAY_HOME"
+#: Set by mcp-tray in every child's environment: the owning tray instance id,
+#: so a sweep after a crash can find leftovers.
+OWNER_ENV: Final = "MCP_TRAY_OWNER"
+#: Client identity a stdio bridge registers as (else: its parent process).
+CLIENT_NAME_ENV: Final = "MCP_TRAY_CLIENT"
+CLIENT_INSTANCE_ENV: Final = "MCP_TRAY_CLIENT_INSTANCE"
+CLIENT_SESSION_ENV: Final = "MCP_TRAY_CLIENT_SESSION"
+#: Overrides the worker heartbeat interval (seconds); capped below the TTL.
+HEARTBEAT_INTERVAL_ENV: Final = "MCP_TRAY_HEARTBEAT_INTERVAL"
+#: Overrides the worker heartbeat TTL (seconds).
+HEARTBEAT_TTL_ENV: Final = "MCP_TRAY_HEARTBEAT_TTL"
+#: The mcp-tray version a process runs, exported to children and bridges so a
+#: stale runtime can be recognised from outside.
+RUNTIME_VERSION_ENV: Final = "MCP_TRAY_RUNTIME_VERSION"
+#: Forces headless mode even when a display is available.
+HEADLESS_ENV: Final = "MCP_TRAY_HEADLESS"
+
+#: Every MCP_TRAY_* variable mcp-tray consumes; the diagnostics' allow-list.
+RECOGNIZED_ENV_KEYS: Final = frozenset(
+    {
+        HOME_ENV,
+        OWNER_ENV,
+        CLIENT_NAME_ENV,
+        CLIENT_INSTANCE_ENV,
+        CLIENT_SESSION_ENV,
+        HEARTBEAT_INTERVAL_ENV,
+        HEARTBEAT_TTL_ENV,
+        RUNTIME_VERSION_ENV,
+        HEADLESS_ENV,
+    }
+)
+
+#: The namespace the diagnostics police.
+ENV_PREFIX: Final = "MCP_TRAY_"

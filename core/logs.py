@@ -1,0 +1,104 @@
+"""Per-server log files, written off the event loop.
+
+Each server gets ``logs/<server>.log`` (rotated at ``LOG_MAX_BYTES``, keeping
+``LOG_BACKUPS`` old files) holding its children's stderr and mcp-tray's own
+lines about it (spawns, exits, parks). Writes go through one queue to one
+thread so a slow disk never stalls the event loop.
+"""
+
+import contextlib
+import logging
+import logging.handlers
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Final
+
+#: Rotate a server's log at this size; stderr floods must not fill the disk.
+LOG_MAX_BYTES: Final = 2 * 1024 * 1024
+LOG_BACKUPS: Final = 3
+
+_STOP: Final = object()
+
+
+class LogSink:
+    """Append lines to per-server rotating files from any thread, in order."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._queue: queue.SimpleQueue[tuple[str, str] | object] = queue.SimpleQueue()
+        self._handlers: dict[str, logging.handlers.RotatingFileHandler] = {}
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def path(self, server: str) -> Path:
+        return self._log_dir / f"{server}.log"
+
+    def write(self, server: str, line: str) -> None:
+        if self._closed:
+            return
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self._queue.put((server, f"{stamp} {line}"))
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._drain, name="mcp-tray-logs", daemon=True
+                    )
+                    self._thread.start()
+
+    def close(self) -> None:
+        """Flush everything queued, then close the files."""
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join(timeout=5)
+        for handler in self._handlers.values():
+            handler.close()
+        self._handlers.clear()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            assert isinstance(item, tuple)
+            server, line = item
+            # A full or read-only disk loses log lines, never the server.
+            with contextlib.suppress(OSError):
+                self._handler(server).emit(logging.makeLogRecord({"msg": line}))
+
+    def _handler(self, server: str) -> logging.handlers.RotatingFileHandler:
+        handler = self._handlers.get(server)
+        if handler is None:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+            handler = logging.handlers.RotatingFileHandler(
+                self.path(server), maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+            )
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self._handlers[server] = handler
+        return handler
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of a log file (empty when it does not exist)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            block = 8192
+            data = b""
+            while size > 0 and data.count(b"\n") <= lines:
+                step = min(block, size)
+                size -= step
+                handle.seek(size)
+                data = handle.read(step) + data
+    except FileNotFoundError:
+        return []
+    text = data.decode("utf-8", errors="replace").splitlines()
+    return text[-lines:] if lines > 0 else []

@@ -1,0 +1,89 @@
+"""Server and breaker states, and which moves between them are allowed.
+
+This module must not depend on anything outside the standard library: the
+CLI, the API, the tray and the tests all name states through it.
+"""
+
+import enum
+from typing import Final
+
+
+class ServerState(enum.Enum):
+    #: Not running and not meant to run (user stopped it, or never started).
+    STOPPED = "stopped"
+    #: A child is spawned; the initialize handshake and tools listing are under way.
+    STARTING = "starting"
+    #: Handshake done and tools listed: calls go through.
+    READY = "ready"
+    #: The child lives but its last health ping failed.
+    DEGRADED = "degraded"
+    #: The child died; an automatic respawn is waiting out its backoff.
+    EXITED = "exited"
+    #: Kept down on purpose: it kept dying, or cannot start at all.
+    PARKED = "parked"
+
+
+class BreakerState(enum.Enum):
+    #: Calls flow.
+    CLOSED = "closed"
+    #: Calls fail fast until the cooldown ends.
+    OPEN = "open"
+    #: Cooldown over: one probe call decides.
+    HALF_OPEN = "half-open"
+
+
+#: States in which a child process exists.
+RUNNING_STATES: Final = frozenset({ServerState.STARTING, ServerState.READY, ServerState.DEGRADED})
+#: States that need the user's attention.
+ALARM_STATES: Final = frozenset({ServerState.PARKED})
+
+S = ServerState
+
+#: Every allowed move; ``ManagedServer._change_state`` refuses anything else.
+ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
+    # stopped -> starting: the user (or start-up) asked for the server.
+    S.STOPPED: frozenset({S.STARTING}),
+    S.STARTING: frozenset(
+        {
+            # handshake done and tools listed
+            S.READY,
+            # the child died (or the handshake failed) before it was ready
+            S.EXITED,
+            # a permanent start error (command not found, bad cwd, missing secret)
+            S.PARKED,
+            # the user stopped it mid-start
+            S.STOPPED,
+            # the user asked for a respawn mid-start: a fresh generation starts
+            S.STARTING,
+        }
+    ),
+    # ready -> degraded: a health ping failed while the child still lives;
+    # ready -> exited: the child died; ready -> stopped: the user stopped it;
+    # ready -> starting: the user (or a config edit) asked for a fresh child.
+    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING}),
+    # degraded -> ready: a later ping answered again.
+    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING}),
+    S.EXITED: frozenset(
+        {
+            # the backoff ran out, or a waiting call asked for the respawn now
+            S.STARTING,
+            # the rapid-drop budget is spent: stop hot-cycling
+            S.PARKED,
+            S.STOPPED,
+        }
+    ),
+    # parked -> starting: Respawn, a config change, or the slow self-probe.
+    S.PARKED: frozenset({S.STARTING, S.STOPPED}),
+}
+
+
+class InvalidTransition(Exception):
+    """A state change the table does not allow: a bug in mcp-tray, never user input."""
+
+    def __init__(self, server: str, old: ServerState, new: ServerState) -> None:
+        super().__init__(
+            f"server {server!r}: {old.value} -> {new.value} is not an allowed transition"
+        )
+        self.server = server
+        self.old = old
+        self.new = new

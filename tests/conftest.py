@@ -1,0 +1,132 @@
+"""Shared fixtures: isolated homes, supervisors over real test servers, bounded waits."""
+
+import asyncio
+import faulthandler
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from core.child import StopTiming
+from core.clock import SYSTEM_CLOCK, Clock, FakeClock
+from core.config import load_config
+from core.managed import ManagedServer, Timing
+from core.paths import Paths, default_paths
+from core.states import ServerState
+from core.supervisor import Supervisor
+
+SERVERS = Path(__file__).parent / "servers"
+ECHO = SERVERS / "echo.py"
+CRASH_AT_START = SERVERS / "crash_at_start.py"
+GRANDCHILD = SERVERS / "grandchild.py"
+
+#: Short stop graces keep tests quick; the contract's order is unchanged.
+FAST_TIMING = Timing(
+    stop=StopTiming(stdin_close_grace=1.0, sigterm_grace=1.0, sigkill_settle=1.0),
+    backoff_initial=0.05,
+    backoff_cap=0.2,
+)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    # A test that fails and then hangs in teardown escapes pytest-timeout:
+    # dump the stacks and exit rather than hang CI.
+    faulthandler.dump_traceback_later(60, exit=True)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def python_server(script: Path, **env: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"command": sys.executable, "args": [str(script)]}
+    if env:
+        entry["env"] = env
+    return entry
+
+
+@pytest.fixture
+def tray_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
+    home = tmp_path / "home"
+    monkeypatch.setenv("MCP_TRAY_HOME", str(home))
+    return default_paths().ensure()
+
+
+SupervisorFactory = Callable[..., Awaitable[Supervisor]]
+
+
+@pytest.fixture
+async def make_supervisor(tray_home: Paths) -> AsyncIterator[SupervisorFactory]:
+    created: list[Supervisor] = []
+
+    async def make(
+        servers: dict[str, dict[str, Any]],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        timing: Timing = FAST_TIMING,
+    ) -> Supervisor:
+        path = tray_home.config_file
+        path.write_text(json.dumps({"mcpServers": servers}))
+        supervisor = Supervisor(load_config(path), tray_home, clock=clock, timing=timing)
+        created.append(supervisor)
+        await supervisor.start(sweep=False)
+        return supervisor
+
+    yield make
+    for supervisor in created:
+        await supervisor.aclose()
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+async def wait_until(
+    predicate: Callable[[], bool], *, timeout: float = 20.0, what: str = "condition"
+) -> None:
+    """Poll a cheap predicate on the loop with a bounded real-time wait."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def wait_state(server: ManagedServer, *states: ServerState, timeout: float = 20.0) -> None:
+    await wait_until(
+        lambda: server.state in states,
+        timeout=timeout,
+        what=f"{server.name} to reach {[s.value for s in states]} (now {server.state.value}, {server.last_error})",
+    )
+
+
+async def wait_ready(server: ManagedServer, generation: int | None = None, timeout: float = 20.0) -> None:
+    await wait_until(
+        lambda: server.state is ServerState.READY and (generation is None or server.generation == generation),
+        timeout=timeout,
+        what=f"{server.name} ready (gen {generation}; now {server.state.value} gen {server.generation}, {server.last_error})",
+    )
+
+
+async def kill_hard(pid: int) -> None:
+    """kill -9, then wait until the kernel has ended it (zombie or gone).
+
+    Never psutil's wait(): it would reap our own child behind the pidfd's back.
+    """
+    os.kill(pid, 9)
+    await wait_until(lambda: process_gone(pid), timeout=5, what=f"pid {pid} to die")
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

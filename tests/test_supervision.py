@@ -1,0 +1,278 @@
+"""Supervision against real children: ready, respawn-and-retry, mid-call races, parking.
+
+Strategy: every test runs real stdio MCP servers from tests/servers/ under a
+real Supervisor and talks to them through the real call path. Budgets,
+backoffs and respawn windows run on a FakeClock where a test needs to reach
+them, so nothing sleeps to reach a window; process deaths are real kill -9s.
+"""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from core.clock import FakeClock
+from core.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
+from core.states import ServerState
+from tests.conftest import (
+    CRASH_AT_START,
+    ECHO,
+    SupervisorFactory,
+    kill_hard,
+    python_server,
+    wait_ready,
+    wait_state,
+    wait_until,
+)
+
+
+def text_of(result: dict) -> str:
+    return "".join(block.get("text", "") for block in result["content"])
+
+
+async def test_a_healthy_server_becomes_ready_and_answers_a_call(make_supervisor: SupervisorFactory) -> None:
+    supervisor = await make_supervisor({"echo": python_server(ECHO)})
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    assert server.pid is not None
+    assert "echo" in server.tools
+
+    result = await supervisor.call_tool("echo", "echo", {"text": "hello"})
+
+    assert text_of(result) == "hello"
+    assert result["isError"] is False
+    assert server.generation == 1
+
+
+async def test_a_call_after_kill_9_gets_its_result_through_exactly_one_respawn(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+) -> None:
+    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    old_pid = server.pid
+    assert old_pid is not None
+
+    await kill_hard(old_pid)
+    result = await supervisor.call_tool("echo", "whoami", {})
+
+    assert result["isError"] is False
+    assert int(text_of(result)) not in (old_pid, 0)
+    assert server.generation == 2
+    assert server.respawn_requests == 1
+    assert server.state is ServerState.READY
+
+
+async def test_a_read_only_call_cut_by_the_childs_death_is_retried_once_and_answered(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    supervisor = await make_supervisor(
+        {"echo": python_server(ECHO, ECHO_MARKER_DIR=str(markers))}, clock=fake_clock
+    )
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    first_pid = server.pid
+    assert first_pid is not None
+
+    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_read", {"seconds": 0.3}))
+    await wait_until(lambda: (markers / "slow_read.started").exists(), what="slow_read to start")
+    (markers / "slow_read.started").unlink()
+    await kill_hard(first_pid)
+    result = await asyncio.wait_for(call, 20)
+
+    assert text_of(result) == "read after 0.3"
+    assert server.generation == 2
+    assert server.respawn_requests == 1
+    # The replay reached the new child.
+    assert (markers / "slow_read.started").read_text() != str(first_pid)
+
+
+async def test_a_call_without_safety_hints_cut_by_the_childs_death_is_not_replayed(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    supervisor = await make_supervisor(
+        {"echo": python_server(ECHO, ECHO_MARKER_DIR=str(markers))}, clock=fake_clock
+    )
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    pid = server.pid
+    assert pid is not None
+
+    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_write", {"seconds": 5}))
+    await wait_until(lambda: (markers / "slow_write.started").exists(), what="slow_write to start")
+    (markers / "slow_write.started").unlink()
+    await kill_hard(pid)
+    with pytest.raises(ExitedMidCall) as caught:
+        await asyncio.wait_for(call, 10)
+
+    message = str(caught.value)
+    assert "exited mid-call" in message
+    assert "may or may not have taken effect" in message
+    assert "timed out" not in message
+    # One respawn was asked for, and the call was never replayed on the new child.
+    assert server.respawn_requests == 1
+    await wait_ready(server, generation=2)
+    await asyncio.sleep(0.3)
+    assert not (markers / "slow_write.started").exists()
+
+
+async def test_retry_always_in_the_config_replays_a_call_without_hints(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    entry = python_server(ECHO, ECHO_MARKER_DIR=str(markers)) | {"retry": "always"}
+    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    pid = server.pid
+    assert pid is not None
+
+    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_write", {"seconds": 0.2}))
+    await wait_until(lambda: (markers / "slow_write.started").exists(), what="slow_write to start")
+    await kill_hard(pid)
+
+    assert text_of(await asyncio.wait_for(call, 20)) == "wrote after 0.2"
+
+
+async def test_no_fresh_session_in_the_window_is_reported_as_an_exit_never_a_timeout(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    entry = python_server(ECHO, ECHO_STATE_FILE=str(tmp_path / "state"), ECHO_ON_RESTART="hang")
+    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    pid = server.pid
+    assert pid is not None
+    await kill_hard(pid)
+
+    call = asyncio.ensure_future(supervisor.call_tool("echo", "echo", {"text": "x"}, timeout=300))
+    # The respawned child hangs before its handshake: let the window run out.
+    await wait_until(lambda: server.generation == 2 and server.pid is not None, what="the respawn")
+    await wait_until(lambda: fake_clock.sleepers >= 2, what="the call and the start to wait on the clock")
+    fake_clock.advance(server.timing.respawn_wait)
+    with pytest.raises(SubprocessExited) as caught:
+        await asyncio.wait_for(call, 10)
+
+    message = str(caught.value)
+    assert "exited" in message
+    assert "not a timeout" in message
+    assert "15 s" in message
+    for forbidden in ("timed out", "TimeoutError", "300"):
+        assert forbidden not in message
+    assert server.respawn_requests == 1
+
+
+async def test_a_child_that_dies_again_after_the_respawn_fails_the_call_without_a_loop(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    entry = python_server(ECHO, ECHO_STATE_FILE=str(tmp_path / "state"), ECHO_ON_RESTART="crash")
+    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    pid = server.pid
+    assert pid is not None
+    await kill_hard(pid)
+
+    with pytest.raises(ExitedAgain) as caught:
+        await asyncio.wait_for(supervisor.call_tool("echo", "echo", {"text": "x"}), 20)
+
+    message = str(caught.value)
+    assert "exited again" in message
+    assert "do NOT retry" in message
+    assert str(server.log_path) in message
+    assert server.respawn_requests == 1
+    assert server.generation == 2
+    # Nothing more is spawned on behalf of the call: the backoff waits on the clock.
+    await asyncio.sleep(0.3)
+    assert server.generation == 2
+
+
+async def advance_backoffs_until(clock: FakeClock, server, predicate) -> None:
+    """Drive a server through its backoffs: whenever it waits out one, end it.
+
+    The clock moves only while the server sits in ``exited``, so no run
+    looks longer (and so proven) than it really was.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"not reached; server is {server.state.value} gen {server.generation}")
+        if server.state is ServerState.EXITED and clock.sleepers:
+            clock.advance(server.backoff.cap * 2)
+        await asyncio.sleep(0.005)
+
+
+async def test_a_server_that_exits_at_start_is_parked_after_the_budget_and_stays_down(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+) -> None:
+    supervisor = await make_supervisor({"bad": python_server(CRASH_AT_START)}, clock=fake_clock)
+    server = supervisor.server("bad")
+
+    await advance_backoffs_until(fake_clock, server, lambda: server.state is ServerState.PARKED)
+
+    assert server.generation == 6
+    assert server.parked_reason is not None
+    assert "6 times in a row" in server.parked_reason
+    assert "exit code 1" in server.parked_reason
+    # Parked: nothing more spawns, short of the slow self-probe.
+    fake_clock.advance(server.timing.self_probe - 1)
+    await asyncio.sleep(0.3)
+    assert server.generation == 6
+    assert server.state is ServerState.PARKED
+    with pytest.raises(ServerParked) as caught:
+        await supervisor.call_tool("bad", "anything", {})
+    assert "mcp-tray respawn bad" in str(caught.value)
+    assert server.generation == 6
+
+
+async def test_respawn_wakes_a_parked_server_with_a_budget_of_one(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("1")
+    supervisor = await make_supervisor(
+        {"echo": python_server(ECHO, ECHO_FAIL_WHILE=str(broken))}, clock=fake_clock
+    )
+    server = supervisor.server("echo")
+    await advance_backoffs_until(fake_clock, server, lambda: server.state is ServerState.PARKED)
+    assert server.generation == 6
+
+    # Still broken: respawn tries once and re-parks on the first drop.
+    await supervisor.respawn("echo")
+    await wait_until(lambda: server.generation == 7 and server.state is ServerState.PARKED, what="re-park")
+
+    broken.unlink()
+    await supervisor.respawn("echo")
+    await wait_ready(server, generation=8)
+    result = await supervisor.call_tool("echo", "echo", {"text": "back"})
+    assert text_of(result) == "back"
+    assert server.budget.unproven == 0
+
+
+async def test_a_command_that_does_not_exist_parks_at_once_naming_it(make_supervisor: SupervisorFactory) -> None:
+    supervisor = await make_supervisor({"ghost": {"command": "mcp-tray-no-such-command", "args": []}})
+    server = supervisor.server("ghost")
+
+    await wait_state(server, ServerState.PARKED)
+
+    assert server.generation == 1
+    assert "mcp-tray-no-such-command" in (server.parked_reason or "")
+    assert "not found" in (server.parked_reason or "")
+
+
+async def test_a_missing_working_folder_parks_at_once_naming_it(
+    make_supervisor: SupervisorFactory, tmp_path: Path
+) -> None:
+    entry = python_server(ECHO) | {"cwd": str(tmp_path / "nowhere")}
+    supervisor = await make_supervisor({"echo": entry})
+    server = supervisor.server("echo")
+
+    await wait_state(server, ServerState.PARKED)
+
+    assert str(tmp_path / "nowhere") in (server.parked_reason or "")
