@@ -31,6 +31,14 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None: ...
 
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until ``monotonic()`` reaches ``deadline``.
+
+        Callers that start a timer as a task compute the deadline first, so
+        the window is measured from the call, not from when the task runs.
+        """
+        ...
+
 
 class SystemClock:
     def monotonic(self) -> float:
@@ -38,6 +46,9 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+    async def sleep_until(self, deadline: float) -> None:
+        await asyncio.sleep(max(0.0, deadline - time.monotonic()))
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -55,11 +66,14 @@ class FakeClock:
         return self._now
 
     async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
+        await self.sleep_until(self._now + seconds)
+
+    async def sleep_until(self, deadline: float) -> None:
+        if deadline <= self._now:
             await asyncio.sleep(0)
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
+        heapq.heappush(self._sleepers, (deadline, next(self._order), future))
         await future
 
     @property
@@ -98,8 +112,9 @@ async def wait_within(
     window ran out first (the awaitable is then cancelled). Unlike
     ``asyncio.wait_for`` the window is measured on the injected clock.
     """
+    deadline = clock.monotonic() + seconds
     task = asyncio.ensure_future(awaitable)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
+    timer = asyncio.ensure_future(clock.sleep_until(deadline))
     try:
         await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
     finally:

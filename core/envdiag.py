@@ -232,10 +232,11 @@ def doctor(
     """
     found = unsupported_env(environ)
     if registry is not None:
+        moment = registry.wall_clock() if now is None else now
         live = [
             worker
             for worker in registry.list_workers()
-            if registry.is_live(worker, now=now, pid_probe=pid_probe).live
+            if registry.is_live(worker, now=moment, pid_probe=pid_probe).live
         ]
         me = os.getpid() if own_pid is None else own_pid
         scan = scan_process_envs(w.pid for w in live if w.pid is not None and w.pid != me)

@@ -318,7 +318,9 @@ class ManagedServer:
     async def _wait_parked(self) -> None:
         self._unpark.clear()
         waker = asyncio.ensure_future(self._unpark.wait())
-        probe = asyncio.ensure_future(self._clock.sleep(self.timing.self_probe))
+        probe = asyncio.ensure_future(
+            self._clock.sleep_until(self._clock.monotonic() + self.timing.self_probe)
+        )
         try:
             await asyncio.wait([waker, probe], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -332,7 +334,7 @@ class ManagedServer:
             return
         self.log(f"respawning in {delay:.1f} s")
         waker = asyncio.ensure_future(self._respawn_now.wait())
-        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+        sleeper = asyncio.ensure_future(self._clock.sleep_until(self._clock.monotonic() + delay))
         try:
             await asyncio.wait([waker, sleeper], return_when=asyncio.FIRST_COMPLETED)
         finally:

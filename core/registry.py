@@ -357,7 +357,8 @@ class WorkerRegistry:
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
     ) -> None:
         self.path = Path(path)
-        self._wall_clock = wall_clock
+        #: Where ``now`` comes from when a method is not given one.
+        self.wall_clock = wall_clock
         self._lock = threading.RLock()
         conn = _connect(self.path, busy_timeout)
         try:
@@ -426,7 +427,7 @@ class WorkerRegistry:
                 raise
 
     def _now(self, now: datetime | None) -> datetime:
-        return self._wall_clock() if now is None else now
+        return self.wall_clock() if now is None else now
 
     @staticmethod
     def _select(conn: sqlite3.Connection, worker_identity: str) -> WorkerRecord | None:

@@ -77,7 +77,9 @@ class Supervisor:
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         self._subscribers.append(subscriber)
-        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+        return lambda: (
+            self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+        )
 
     def publish(self, event: Event) -> None:
         for subscriber in list(self._subscribers):
@@ -110,14 +112,22 @@ class Supervisor:
         if sweep:
             self.swept = await asyncio.to_thread(sweep_leftovers, self.owner)
             for item in self.swept:
-                logger.warning("ended leftover pid %d (pgid %d) of dead owner %s: %s", item.pid, item.pgid, item.owner, item.cmdline)
+                logger.warning(
+                    "ended leftover pid %d (pgid %d) of dead owner %s: %s",
+                    item.pid,
+                    item.pgid,
+                    item.owner,
+                    item.cmdline,
+                )
         for server in self.servers.values():
             if not server.config.disabled:
                 server.start()
 
     async def aclose(self) -> None:
         """Stop every child by the stop contract (concurrently), then flush logs."""
-        await asyncio.gather(*(server.stop() for server in self.servers.values()), return_exceptions=True)
+        await asyncio.gather(
+            *(server.stop() for server in self.servers.values()), return_exceptions=True
+        )
         self.logs.close()
 
     def server(self, name: str) -> ManagedServer:
@@ -139,7 +149,12 @@ class Supervisor:
         server.start()
 
     async def call_tool(
-        self, name: str, tool: str, arguments: Mapping[str, Any] | None, *, timeout: float | None = None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         return await self.server(name).call_tool(tool, arguments, timeout=timeout)
 
@@ -165,7 +180,11 @@ class Supervisor:
             elif await old[name].reconfigure(server_config):
                 restarted.append(name)
         result = ReloadResult(tuple(restarted), tuple(added), tuple(removed))
-        self.publish(Event("config", text=f"reloaded: restarted {restarted}, added {added}, removed {removed}"))
+        self.publish(
+            Event(
+                "config", text=f"reloaded: restarted {restarted}, added {added}, removed {removed}"
+            )
+        )
         return result
 
     def report_config_error(self, message: str) -> None:

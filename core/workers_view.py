@@ -22,7 +22,6 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Final
 
-from core.clock import utc_now
 from core.envdiag import Diagnostic, has_hard_warning
 from core.heartbeat import HeartbeatStatus
 from core.registry import Liveness, PidProbe, WorkerRecord, WorkerRegistry
@@ -93,7 +92,7 @@ def worker_rows(
     pid_probe: PidProbe | None = None,
 ) -> list[JsonRow]:
     """Every registry row as ``worker_row``, ages measured at one ``now``."""
-    moment = utc_now() if now is None else now
+    moment = registry.wall_clock() if now is None else now
     return [
         worker_row(record, registry.is_live(record, now=moment, pid_probe=pid_probe))
         for record in registry.list_workers()

@@ -108,9 +108,14 @@ async def wait_state(server: ManagedServer, *states: ServerState, timeout: float
     )
 
 
-async def wait_ready(server: ManagedServer, generation: int | None = None, timeout: float = 20.0) -> None:
+async def wait_ready(
+    server: ManagedServer, generation: int | None = None, timeout: float = 20.0
+) -> None:
     await wait_until(
-        lambda: server.state is ServerState.READY and (generation is None or server.generation == generation),
+        lambda: (
+            server.state is ServerState.READY
+            and (generation is None or server.generation == generation)
+        ),
         timeout=timeout,
         what=f"{server.name} ready (gen {generation}; now {server.state.value} gen {server.generation}, {server.last_error})",
     )

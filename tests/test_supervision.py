@@ -7,12 +7,15 @@ them, so nothing sleeps to reach a window; process deaths are real kill -9s.
 """
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.clock import FakeClock
 from core.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
+from core.managed import ManagedServer
 from core.states import ServerState
 from tests.conftest import (
     CRASH_AT_START,
@@ -26,11 +29,13 @@ from tests.conftest import (
 )
 
 
-def text_of(result: dict) -> str:
+def text_of(result: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in result["content"])
 
 
-async def test_a_healthy_server_becomes_ready_and_answers_a_call(make_supervisor: SupervisorFactory) -> None:
+async def test_a_healthy_server_becomes_ready_and_answers_a_call(
+    make_supervisor: SupervisorFactory,
+) -> None:
     supervisor = await make_supervisor({"echo": python_server(ECHO)})
     server = supervisor.server("echo")
     await wait_ready(server)
@@ -153,7 +158,9 @@ async def test_no_fresh_session_in_the_window_is_reported_as_an_exit_never_a_tim
     call = asyncio.ensure_future(supervisor.call_tool("echo", "echo", {"text": "x"}, timeout=300))
     # The respawned child hangs before its handshake: let the window run out.
     await wait_until(lambda: server.generation == 2 and server.pid is not None, what="the respawn")
-    await wait_until(lambda: fake_clock.sleepers >= 2, what="the call and the start to wait on the clock")
+    await wait_until(
+        lambda: fake_clock.sleepers >= 2, what="the call and the start to wait on the clock"
+    )
     fake_clock.advance(server.timing.respawn_wait)
     with pytest.raises(SubprocessExited) as caught:
         await asyncio.wait_for(call, 10)
@@ -192,7 +199,9 @@ async def test_a_child_that_dies_again_after_the_respawn_fails_the_call_without_
     assert server.generation == 2
 
 
-async def advance_backoffs_until(clock: FakeClock, server, predicate) -> None:
+async def advance_backoffs_until(
+    clock: FakeClock, server: ManagedServer, predicate: Callable[[], bool]
+) -> None:
     """Drive a server through its backoffs: whenever it waits out one, end it.
 
     The clock moves only while the server sits in ``exited``, so no run
@@ -202,7 +211,9 @@ async def advance_backoffs_until(clock: FakeClock, server, predicate) -> None:
     deadline = loop.time() + 30
     while not predicate():
         if loop.time() > deadline:
-            raise AssertionError(f"not reached; server is {server.state.value} gen {server.generation}")
+            raise AssertionError(
+                f"not reached; server is {server.state.value} gen {server.generation}"
+            )
         if server.state is ServerState.EXITED and clock.sleepers:
             clock.advance(server.backoff.cap * 2)
         await asyncio.sleep(0.005)
@@ -245,7 +256,9 @@ async def test_respawn_wakes_a_parked_server_with_a_budget_of_one(
 
     # Still broken: respawn tries once and re-parks on the first drop.
     await supervisor.respawn("echo")
-    await wait_until(lambda: server.generation == 7 and server.state is ServerState.PARKED, what="re-park")
+    await wait_until(
+        lambda: server.generation == 7 and server.state is ServerState.PARKED, what="re-park"
+    )
 
     broken.unlink()
     await supervisor.respawn("echo")
@@ -255,8 +268,12 @@ async def test_respawn_wakes_a_parked_server_with_a_budget_of_one(
     assert server.budget.unproven == 0
 
 
-async def test_a_command_that_does_not_exist_parks_at_once_naming_it(make_supervisor: SupervisorFactory) -> None:
-    supervisor = await make_supervisor({"ghost": {"command": "mcp-tray-no-such-command", "args": []}})
+async def test_a_command_that_does_not_exist_parks_at_once_naming_it(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    supervisor = await make_supervisor(
+        {"ghost": {"command": "mcp-tray-no-such-command", "args": []}}
+    )
     server = supervisor.server("ghost")
 
     await wait_state(server, ServerState.PARKED)

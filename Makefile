@@ -1,0 +1,41 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+# Both create or update .venv themselves.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO := resources/demo/config.json
+
+.PHONY: run test lint bench bundle clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-tray needs Python 3.11 or newer; set PYTHON=python3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# The tray on the bundled demo servers; headless when there is no display.
+run: $(STAMP)
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+		exec $(BIN)/mcp-tray run --config $(DEMO); \
+	else \
+		echo "no display: running headless on the demo config (Ctrl+C stops it)"; \
+		exec $(BIN)/mcp-tray run --headless --config $(DEMO); \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/recovery.py
+	$(BIN)/python bench/registry.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
