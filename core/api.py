@@ -8,12 +8,15 @@ able to drive mcp-tray through DNS rebinding).
     POST /api/v1/servers/{name}/respawn | stop | start
     POST /api/v1/servers/{name}/call      {"tool": ..., "arguments": {...}, "timeout": s}
     GET  /api/v1/servers/{name}/logs?n=N  the in-memory stderr tail
+    GET  /api/v1/sessions   POST /api/v1/sessions/{id}/reset   POST /api/v1/sessions/reset-all
+    GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
+    *    /mcp/{server}      the gateway (core.gateway)
 """
 
 import hmac
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -23,13 +26,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.errors import CallError, McpTrayError, UnknownServer
+from core.sessions import SessionTable, UnknownSession
 from core.supervisor import Supervisor
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 #: A CLI call with no timeout of its own waits this long for the tool.
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 120.0
-
-StatusExtra = Callable[[], dict[str, Any]]
 
 
 def _error(status: int, message: str, kind: str = "error") -> JSONResponse:
@@ -97,9 +99,24 @@ class GuardMiddleware:
         await self.app(scope, receive, send)
 
 
-def control_routes(
-    supervisor: Supervisor, status_extra: StatusExtra | None = None
-) -> list[BaseRoute]:
+class ControlTarget(Protocol):
+    """What the API needs from the running service."""
+
+    supervisor: Supervisor
+    sessions: SessionTable
+
+    def status_extra(self) -> dict[str, Any]: ...
+
+    def workers_json(self) -> list[dict[str, Any]]: ...
+
+    def warnings_json(self) -> list[dict[str, Any]]: ...
+
+    def metrics(self) -> bytes: ...
+
+
+def control_routes(target: ControlTarget) -> list[BaseRoute]:
+    supervisor = target.supervisor
+
     async def status(request: Request) -> Response:
         snapshot = supervisor.snapshot()
         body: dict[str, Any] = {
@@ -108,8 +125,7 @@ def control_routes(
             "config_error": snapshot.config_error,
             "servers": [server.to_json() for server in snapshot.servers],
         }
-        if status_extra is not None:
-            body.update(status_extra())
+        body.update(target.status_extra())
         return JSONResponse(body)
 
     def action(verb: str, run: Callable[[str], Awaitable[None]]) -> Route:
@@ -162,6 +178,29 @@ def control_routes(
             return _error(404, str(exc), "unknown-server")
         return JSONResponse({"lines": tail[-lines:] if lines > 0 else []})
 
+    async def sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": target.sessions.to_json()})
+
+    async def reset(request: Request) -> Response:
+        session_id = request.path_params["session"]
+        try:
+            session = target.sessions.reset(session_id)
+        except UnknownSession as exc:
+            return _error(404, str(exc), "unknown-session")
+        return JSONResponse({"ok": True, "session": session.to_json()})
+
+    async def reset_all(request: Request) -> Response:
+        return JSONResponse({"ok": True, "reset": target.sessions.reset_all()})
+
+    async def workers(request: Request) -> Response:
+        return JSONResponse({"workers": target.workers_json()})
+
+    async def warnings(request: Request) -> Response:
+        return JSONResponse({"warnings": target.warnings_json()})
+
+    async def metrics(request: Request) -> Response:
+        return Response(target.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     return [
         Route("/api/v1/status", status, methods=["GET"]),
         action("respawn", supervisor.respawn),
@@ -169,6 +208,12 @@ def control_routes(
         action("start", supervisor.start_server),
         Route("/api/v1/servers/{name}/call", call, methods=["POST"]),
         Route("/api/v1/servers/{name}/logs", logs, methods=["GET"]),
+        Route("/api/v1/sessions", sessions, methods=["GET"]),
+        Route("/api/v1/sessions/reset-all", reset_all, methods=["POST"]),
+        Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),
+        Route("/api/v1/workers", workers, methods=["GET"]),
+        Route("/api/v1/warnings", warnings, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ]
 
 

@@ -72,6 +72,59 @@ def _parser() -> argparse.ArgumentParser:
     workers = commands.add_parser("workers", help="rows of the worker registry")
     workers.add_argument("--json", action="store_true", help="machine-readable output")
 
+    connect = commands.add_parser(
+        "connect", help="stdio MCP server for a client: relays to the running tray"
+    )
+    connect.add_argument("name", help="server name")
+
+    commands.add_parser("token", help="print the local API bearer token")
+
+    sessions = commands.add_parser("sessions", help="client sessions and their breakers")
+    sessions.add_argument("--json", action="store_true", help="machine-readable output")
+
+    reset = commands.add_parser("reset", help="reset a tripped client session")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("session", nargs="?", help="session id (see mcp-tray sessions)")
+    target.add_argument("--all", action="store_true", help="reset every tripped session")
+
+    secret = commands.add_parser(
+        "secret", help="manage secrets in the OS keyring (${keyring:NAME} in env)"
+    )
+    secret_commands = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True)
+    secret_set = secret_commands.add_parser("set", help="store a secret (asked for without echo)")
+    secret_set.add_argument("name")
+    secret_set.add_argument(
+        "--stdin", action="store_true", help="read the value from stdin instead of a prompt"
+    )
+    secret_rm = secret_commands.add_parser("rm", help="remove a secret")
+    secret_rm.add_argument("name")
+
+    client_config = commands.add_parser(
+        "client-config", help="print the snippet that points a client at mcp-tray"
+    )
+    client_config.add_argument("client", choices=["claude", "claude-code", "cursor", "vscode"])
+    mode = client_config.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
+    )
+    mode.add_argument("--http", action="store_true", help="connect to the local gateway over HTTP")
+    client_config.add_argument("--server", action="append", help="only this server (repeatable)")
+
+    importer = commands.add_parser(
+        "import", help="merge a client's MCP servers into mcp-tray's config"
+    )
+    importer.add_argument("client", choices=["claude", "cursor", "vscode"])
+    importer.add_argument(
+        "--path", type=Path, help="the client's config file (default: its usual place)"
+    )
+    importer.add_argument("--config", type=Path, help="mcp-tray config to merge into")
+    importer.add_argument(
+        "--move-secrets",
+        choices=["ask", "yes", "no"],
+        default="ask",
+        help="move secret-looking env values into the keyring (default: ask when interactive)",
+    )
+
     doctor = commands.add_parser("doctor", help="check the environment and the registry's workers")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.add_argument("--config", type=Path, help="config file to check for literal secrets")
@@ -313,7 +366,135 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
     return doctor_exit_code(diagnostics)
 
 
+def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
+    from core.bridge import run
+
+    return run(args.name, paths)
+
+
+def cmd_token(args: argparse.Namespace, paths: Paths) -> int:
+    from core.secrets import read_token
+
+    token = read_token(paths.token_file)
+    if token is None:
+        raise CliError("no API token yet: start mcp-tray once to create it", EXIT_NOT_RUNNING)
+    print(token)
+    return EXIT_OK
+
+
+def cmd_sessions(args: argparse.Namespace, paths: Paths) -> int:
+    reply = _client(paths).request("GET", "/api/v1/sessions")
+    if not reply.ok:
+        raise _server_error(reply)
+    rows = reply.body["sessions"]
+    if args.json:
+        keys = (
+            "id",
+            "client_name",
+            "server",
+            "opened_at",
+            "requests",
+            "consecutive_failures",
+            "breaker",
+        )
+        print(json.dumps([{k: row.get(k) for k in keys} for row in rows], indent=2))
+        return EXIT_OK
+    if not rows:
+        print("no client sessions")
+    for row in rows:
+        print(
+            f"  {row['id']}  {row['client']:<16} {row['server']:<16} requests {row['requests']:<5} failures {row['consecutive_failures']}  {row['breaker']}"
+        )
+    return EXIT_OK
+
+
+def cmd_reset(args: argparse.Namespace, paths: Paths) -> int:
+    client = _client(paths)
+    if args.all:
+        reply = client.request("POST", "/api/v1/sessions/reset-all")
+        if not reply.ok:
+            raise _server_error(reply)
+        reset = reply.body["reset"]
+        print(f"reset {len(reset)} tripped session(s)" + (f": {', '.join(reset)}" if reset else ""))
+        return EXIT_OK
+    reply = client.request("POST", f"/api/v1/sessions/{args.session}/reset")
+    if not reply.ok:
+        raise _server_error(reply)
+    print(f"session {args.session} reset: its next request goes to the server again")
+    return EXIT_OK
+
+
+def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
+    from core.secrets import SecretStoreError, delete_secret, set_secret
+
+    try:
+        if args.secret_command == "set":
+            if args.stdin:
+                value = sys.stdin.readline().rstrip("\n")
+            else:
+                import getpass
+
+                value = getpass.getpass(f"value for {args.name} (not echoed): ")
+            if not value:
+                raise CliError("an empty secret was not stored", EXIT_USAGE)
+            set_secret(args.name, value)
+            print(
+                f'stored {args.name!r} in the keyring; use it as "${{keyring:{args.name}}}" in a server\'s env'
+            )
+            return EXIT_OK
+        if not delete_secret(args.name):
+            raise CliError(f"no secret named {args.name!r} in the keyring")
+        print(f"removed {args.name!r} from the keyring")
+        return EXIT_OK
+    except SecretStoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
+    from core.clients import client_snippet
+
+    config_path = paths.config_file
+    from core.config import load_config
+
+    config = load_config(config_path)
+    names = args.server or [s.name for s in config.enabled]
+    unknown = [n for n in names if n not in config.servers]
+    if unknown:
+        raise CliError(f"not in {config_path}: {', '.join(unknown)}", EXIT_USAGE)
+    url = None
+    token = None
+    if args.http:
+        from core.runtime import running_instance
+        from core.secrets import read_token
+
+        url = running_instance(paths).url
+        token = read_token(paths.token_file)
+    from core.clients import SnippetError
+
+    try:
+        snippet = client_snippet(args.client, names, http_url=url, token=token)
+    except SnippetError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    print(json.dumps(snippet, indent=2))
+    if args.http:
+        print("mcp-tray: the snippet holds the API token; keep that file private", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
+    from core.clients import run_import
+
+    return run_import(args, paths)
+
+
 _HANDLERS: dict[str, "Callable[[argparse.Namespace, Paths], int]"] = {
+    "connect": cmd_connect,
+    "token": cmd_token,
+    "sessions": cmd_sessions,
+    "reset": cmd_reset,
+    "secret": cmd_secret,
+    "client-config": cmd_client_config,
+    "import": cmd_import,
     "run": cmd_run,
     "status": cmd_status,
     "call": cmd_call,

@@ -35,11 +35,12 @@ class ControlClient:
 
     @classmethod
     def connect(cls, paths: Paths, timeout: float = 30.0) -> "ControlClient":
+        from core.secrets import read_token
+
         info = running_instance(paths)
-        try:
-            token = paths.token_file.read_text().strip()
-        except OSError:
-            raise NotRunning(paths, "no API token found") from None
+        token = read_token(paths.token_file)
+        if token is None:
+            raise NotRunning(paths, "no API token found in the keyring or the token file")
         return cls(paths, info, token, timeout)
 
     def request(

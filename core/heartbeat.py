@@ -21,7 +21,7 @@ thread on a millisecond interval. See tests/test_heartbeat.py.
 import atexit
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
@@ -200,8 +200,12 @@ class WorkerHeartbeatSupervisor:
         interval_seconds: object = None,
         wall_clock: WallClock = utc_now,
         stop_at_exit: bool = True,
+        on_refused: Callable[[HeartbeatOutcome], None] | None = None,
     ) -> None:
         self._registry = registry
+        #: Told (from the beat thread) when a terminal refusal stopped beating,
+        #: so the owner can act: a fenced bridge must stop serving.
+        self.on_refused = on_refused
         self.worker_identity = worker_identity
         self.fencing_epoch = fencing_epoch
         self.ttl_seconds = ttl_seconds
@@ -297,6 +301,8 @@ class WorkerHeartbeatSupervisor:
         with self._lock:
             self._last_failure = reason
         self.stop(reason)
+        if self.on_refused is not None:
+            self.on_refused(outcome)
         return outcome
 
     def start(self) -> StartOutcome:

@@ -177,6 +177,16 @@ class ManagedServer:
         self.lists: dict[str, list[dict[str, Any]]] = {}
         self.capabilities: dict[str, Any] = {}
         self.server_info: dict[str, Any] = {}
+        self.instructions: str | None = None
+        #: True once a handshake listed tools/resources/prompts at least once.
+        self.lists_known = False
+        #: Client-set state replayed on every new child (shared by all sessions).
+        self.subscriptions: set[str] = set()
+        self.log_level: str | None = None
+        #: Call outcomes, for /metrics: calls, failures, and a latency hook.
+        self.calls = 0
+        self.failures = 0
+        self.on_call_done: Callable[[str, str, float, bool], None] | None = None
         self.notification_listeners: list[NotificationListener] = []
         self._run: Run | None = None
         self._task: asyncio.Task[None] | None = None
@@ -204,6 +214,10 @@ class ManagedServer:
         self.log(f"state {old.value} -> {new.value}: {why}")
         self._broadcast()
         self._emit(Event("state", self.name, self.snapshot()))
+
+    def changed(self) -> asyncio.Event:
+        """An event set at the next change of state or run (then replaced)."""
+        return self._changed
 
     def _broadcast(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -363,7 +377,7 @@ class ManagedServer:
             child = await ChildProcess.spawn(
                 self.config.command,
                 self.config.args,
-                env=child_environment(self._env_resolver(self.config), self._owner, __version__),
+                env=child_environment(await self._resolve_env(), self._owner, __version__),
                 cwd=self.config.cwd,
             )
         except SpawnError as exc:
@@ -390,6 +404,12 @@ class ManagedServer:
             await self._finish(run, child, stderr_task)
         self._account_end(run)
         return run
+
+    async def _resolve_env(self) -> Mapping[str, str]:
+        if any("${keyring:" in value for value in self.config.env.values()):
+            # The keyring may block (D-Bus, an unlock prompt): not on the loop.
+            return await asyncio.to_thread(self._env_resolver, self.config)
+        return self._env_resolver(self.config)
 
     async def _serve(self, run: Run, child: ChildProcess) -> None:
         async with Upstream.open(
@@ -440,11 +460,45 @@ class ManagedServer:
             self.capabilities = dict(upstream.capabilities)
             info = result.get("serverInfo")
             self.server_info = dict(info) if isinstance(info, dict) else {}
+            instructions = result.get("instructions")
+            self.instructions = instructions if isinstance(instructions, str) else None
+            before = {kind: list(items) for kind, items in self.lists.items()}
             await self._refresh_lists(upstream)
+            await self._replay_session_state(upstream)
+            self.lists_known = True
+            self._broadcast()
+            if run.generation > 1:
+                # Clients only learn about a respawned server's new tools
+                # (or lost ones) if someone tells them.
+                for kind in ("tools", "resources", "prompts"):
+                    if self.lists.get(kind, []) != before.get(kind, []):
+                        self._emit(Event("lists", self.name, text=kind))
+                        self._notify_listeners(f"notifications/{kind}/list_changed", None)
 
         finished, _ = await wait_within(self._clock, handshake(), self.timing.start_timeout)
         if not finished:
             raise TimeoutError(f"no handshake within {self.timing.start_timeout:g} s")
+
+    async def _replay_session_state(self, upstream: Upstream) -> None:
+        """Subscriptions and the log level clients set survive a respawn."""
+        with contextlib.suppress(MCPError, ConnectionLost):
+            if self.log_level is not None and "logging" in self.capabilities:
+                await upstream.request("logging/setLevel", {"level": self.log_level})
+            for uri in sorted(self.subscriptions):
+                await upstream.request("resources/subscribe", {"uri": uri})
+
+    def _remember_session_state(self, method: str, params: Mapping[str, Any] | None) -> None:
+        params = params or {}
+        if method == "logging/setLevel" and isinstance(params.get("level"), str):
+            self.log_level = params["level"]
+        elif method == "resources/subscribe" and isinstance(params.get("uri"), str):
+            self.subscriptions.add(params["uri"])
+        elif method == "resources/unsubscribe" and isinstance(params.get("uri"), str):
+            self.subscriptions.discard(params["uri"])
+
+    def _notify_listeners(self, method: str, params: Mapping[str, Any] | None) -> None:
+        for listener in list(self.notification_listeners):
+            listener(self.name, method, params)
 
     async def _refresh_lists(self, upstream: Upstream, only: str | None = None) -> None:
         kinds = {"tools": "tools/list", "resources": "resources/list", "prompts": "prompts/list"}
@@ -579,8 +633,7 @@ class ManagedServer:
                 with contextlib.suppress(MCPError, ConnectionLost):
                     await self._refresh_lists(run.upstream, only=kind)
             self._emit(Event("lists", self.name, text=kind))
-        for listener in list(self.notification_listeners):
-            listener(self.name, method, params)
+        self._notify_listeners(method, params)
 
     # -------------------------------------------------------------- call path
 
@@ -609,9 +662,13 @@ class ManagedServer:
             self._router_ids += 1
             router_id = self._router_ids
             self._routers[router_id] = on_server_request
+        started = time.perf_counter()
+        self.calls += 1
         try:
             result = await self._deliver(method, params, timeout, on_progress)
         except CallError as exc:
+            self.failures += 1
+            self._call_done(method, started, ok=False)
             if exc.transport_failure:
                 self.breaker.failure(str(exc))
             elif isinstance(exc, UpstreamError):
@@ -628,7 +685,19 @@ class ManagedServer:
             self._routers.pop(router_id, None)
         self.breaker.success()
         self._breaker_event(before)
+        self._remember_session_state(method, params)
+        self._call_done(method, started, ok=True)
         return result
+
+    def _call_done(self, method: str, started: float, *, ok: bool) -> None:
+        if self.on_call_done is not None:
+            self.on_call_done(self.name, method, time.perf_counter() - started, ok)
+
+    async def notify_upstream(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Pass a client notification to the live child (dropped while there is none)."""
+        run = self._run
+        if run is not None and run.upstream is not None and run.alive():
+            await run.upstream.notify(method, params)
 
     async def call_tool(
         self, tool: str, arguments: Mapping[str, Any] | None, *, timeout: float | None = None

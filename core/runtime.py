@@ -128,7 +128,7 @@ def _lock_held(lock: Path) -> bool:
         return False
 
 
-def load_or_create_token(path: Path) -> str:
+def load_or_create_file_token(path: Path) -> str:
     """The API bearer token, in a 0600 file (the gateway moves it to the keyring)."""
     try:
         token = path.read_text().strip()

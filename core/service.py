@@ -1,9 +1,10 @@
 """Everything one running mcp-tray is, put together: headless and GUI share it.
 
-``TrayService`` takes the instance lock, sweeps leftovers, starts the
-supervisor, serves the local HTTP API on 127.0.0.1, and publishes the
-runtime file. ``aclose`` undoes it in reverse order, stopping every child by
-the stop contract.
+``TrayService.start`` takes the instance lock, loads the API token (keyring,
+else a 0600 file with a warning), sweeps leftovers, starts the supervisor,
+the worker registry watch and the gateway, serves HTTP on 127.0.0.1, and
+publishes the runtime file. ``aclose`` undoes it in reverse order, stopping
+every child by the stop contract.
 """
 
 import asyncio
@@ -15,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from starlette.routing import Route
 
 from core.api import build_app, control_routes
 from core.config import TrayConfig
-from core.managed import Timing
+from core.gateway import Gateway
+from core.managed import ManagedServer, Timing
+from core.metrics import Metrics
 from core.paths import Paths
-from core.runtime import Instance, RuntimeInfo, load_or_create_token
+from core.runtime import Instance, RuntimeInfo
+from core.secrets import load_or_create_token, resolve_env
+from core.sessions import SessionTable
 from core.supervisor import Supervisor
+from core.worker_watch import WorkerWatch
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +39,33 @@ class TrayService:
         self.paths = paths
         self.timing = timing
         self.instance: Instance | None = None
-        self.supervisor: Supervisor | None = None
+        self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=resolve_env)
+        self.sessions = SessionTable(self.supervisor.publish)
+        self.workers: WorkerWatch | None = None
+        self.gateway = Gateway(
+            self.supervisor,
+            self.sessions,
+            private_server=self._private_server,
+            on_open=self._session_opened,
+            on_close=self._session_closed,
+        )
+        self._metrics = Metrics(
+            self.supervisor.snapshot,
+            lambda: {s.name: (s.calls, s.failures) for s in self.supervisor.all_servers()},
+            self.sessions.to_json,
+            self.workers_json,
+        )
+        self.supervisor.on_call_done = self._metrics.observe
+        self.supervisor.snapshot_extras.update(
+            sessions=self.sessions.to_json,
+            workers=self.workers_json,
+            warnings=self.warnings_json,
+        )
         self.info: RuntimeInfo | None = None
+        self.token = ""
+        self._token_warning: str | None = None
         self._server: uvicorn.Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
-        self.token = ""
 
     @property
     def url(self) -> str:
@@ -46,23 +75,62 @@ class TrayService:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
         self.instance = Instance.acquire(self.paths)
         try:
-            self.token = await asyncio.to_thread(load_or_create_token, self.paths.token_file)
-            self.supervisor = Supervisor(self.config, self.paths, timing=self.timing)
+            token = await asyncio.to_thread(load_or_create_token, self.paths.token_file)
+            self.token = token.value
+            self._token_warning = token.warning
+            self.workers = await asyncio.to_thread(
+                WorkerWatch.open,
+                self.paths.registry_file,
+                self.supervisor.publish,
+                servers_env=lambda: {n: s.env for n, s in self.supervisor.config.servers.items()},
+            )
+            if token.warning:
+                self.workers.own_warnings.append(token.warning)
             await self.supervisor.start()
+            self.workers.start()
             sock = _bind_loopback(self.config.gateway_port)
-            port = sock.getsockname()[1]
             await self._serve(sock)
-            self.info = self.instance.publish(port, self.supervisor.owner)
+            self.info = self.instance.publish(sock.getsockname()[1], self.supervisor.owner)
         except BaseException:
             await self.aclose()
             raise
 
-    def _status_extra(self) -> dict[str, Any]:
-        return {"gateway": {"url": self.url}}
+    # ------------------------------------------------------------- views
+
+    def status_extra(self) -> dict[str, Any]:
+        return {
+            "gateway": {"url": self.url},
+            "sessions": self.sessions.to_json(),
+            "workers": self.workers_json(),
+        }
+
+    def workers_json(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.workers.rows] if self.workers else []
+
+    def warnings_json(self) -> list[dict[str, Any]]:
+        return self.workers.warnings_json() if self.workers else []
+
+    def metrics(self) -> bytes:
+        return self._metrics.render()
+
+    # ------------------------------------------------------ gateway hooks
+
+    def _private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
+        return self.supervisor.add_private(shared.config, session_id)
+
+    def _session_opened(self, session: Any) -> None:
+        if self.workers is not None:
+            self.workers.session_opened(session)
+
+    def _session_closed(self, session: Any) -> None:
+        if self.workers is not None:
+            self.workers.session_closed(session)
+
+    # ------------------------------------------------------------ HTTP
 
     async def _serve(self, sock: socket.socket) -> None:
-        assert self.supervisor is not None
-        app = build_app(control_routes(self.supervisor, self._status_extra), lambda: self.token)
+        routes = [Route("/mcp/{server}", self.gateway), *control_routes(self)]
+        app = build_app(routes, lambda: self.token)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         server = _QuietServer(config)
         self._server = server
@@ -76,11 +144,15 @@ class TrayService:
     async def aclose(self) -> None:
         if self._server is not None and self._serve_task is not None:
             self._server.should_exit = True
+            # Open SSE streams would hold a graceful shutdown forever.
+            self._server.force_exit = True
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._serve_task, 5)
             self._server = None
-        if self.supervisor is not None:
-            await self.supervisor.aclose()
+        await self.gateway.aclose()
+        if self.workers is not None:
+            await self.workers.aclose()
+        await self.supervisor.aclose()
         if self.instance is not None:
             self.instance.release()
             self.instance = None
@@ -97,7 +169,10 @@ class _QuietServer(uvicorn.Server):
 
 def _bind_loopback(port: int) -> socket.socket:
     """Bind 127.0.0.1 only, never a wildcard address."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted
+    # sockets whose proto says TCP, and without it every SSE reply waits
+    # ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))

@@ -8,7 +8,7 @@ app/ turns those into signals.
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core import __version__
@@ -55,6 +55,10 @@ class Supervisor:
         self._factory = server_factory or self._make_server
         self._subscribers: list[Subscriber] = []
         self.servers: dict[str, ManagedServer] = {}
+        #: Per-session children of "sharing": "per-session" servers, by name@session.
+        self.private: dict[str, ManagedServer] = {}
+        #: Called after every forwarded request: (server, method, seconds, ok).
+        self.on_call_done: Callable[[str, str, float, bool], None] | None = None
         self.config_error: str | None = None
         self.swept: list[Leftover] = []
         #: Other parts (sessions, registry, diagnostics) add their view here.
@@ -63,7 +67,7 @@ class Supervisor:
             self.servers[server_config.name] = self._factory(server_config)
 
     def _make_server(self, config: ServerConfig) -> ManagedServer:
-        return ManagedServer(
+        server = ManagedServer(
             config,
             owner=self.owner,
             logs=self.logs,
@@ -72,6 +76,28 @@ class Supervisor:
             emit=self.publish,
             env_resolver=self._env_resolver,
         )
+        server.on_call_done = self._call_done
+        return server
+
+    def _call_done(self, server: str, method: str, seconds: float, ok: bool) -> None:
+        if self.on_call_done is not None:
+            self.on_call_done(server, method, seconds, ok)
+
+    def all_servers(self) -> list[ManagedServer]:
+        return [*self.servers.values(), *self.private.values()]
+
+    def add_private(self, config: ServerConfig, session_id: str) -> ManagedServer:
+        """A child of its own for one client session (``"sharing": "per-session"``)."""
+        name = f"{config.name}@{session_id[:8]}"
+        server = self._factory(replace(config, name=name))
+        self.private[name] = server
+        return server
+
+    async def retire_private(self, server: ManagedServer) -> None:
+        """The session ended or tripped: stop its own child and forget it."""
+        await server.stop()
+        self.private.pop(server.name, None)
+        self.publish(Event("state", server.name, server.snapshot()))
 
     # ------------------------------------------------------------ publishing
 
@@ -99,7 +125,7 @@ class Supervisor:
         return TraySnapshot(
             version=__version__,
             config_path=str(self.config.path),
-            servers=tuple(server.snapshot() for server in self.servers.values()),
+            servers=tuple(server.snapshot() for server in self.all_servers()),
             config_error=self.config_error,
             extra=extra,
         )

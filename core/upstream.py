@@ -26,12 +26,14 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 from mcp.shared.transport_context import TransportContext
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from core import __version__
 from core.child import ChildProcess
 
-#: The newest protocol revision mcp-tray speaks in the handshake.
-PROTOCOL_VERSION: Final = mcp_types.LATEST_PROTOCOL_VERSION
+#: The newest revision reachable through the initialize handshake (stdio
+#: servers speak the handshake era; the 2026 "discover" era is HTTP-first).
+PROTOCOL_VERSION: Final = LATEST_HANDSHAKE_VERSION
 CLIENT_INFO: Final = {"name": "mcp-tray", "version": __version__}
 #: After the child exits, how long its stdout may still deliver buffered
 #: lines; only a grandchild holding the pipe open makes this run out.

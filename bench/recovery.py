@@ -1,0 +1,276 @@
+"""Crash recovery of one supervised server: exit seen, kill -> answered, cold start.
+
+One Supervisor runs the demo clock server (resources/demo/clock_server.py)
+from a temporary MCP_TRAY_HOME. The run alternates two kinds of kill -9,
+KILLS of each, always from a READY server whose run is proven (it served a
+successful call, so the rapid-drop budget never parks it):
+
+* exit kill: time from just before ``os.kill(pid, SIGKILL)`` to the moment a
+  subscriber receives the ``state`` event EXITED for that generation. The
+  bench then asks for the respawn at once (``request_respawn``, as a waiting
+  call would, skipping the ~1 s backoff), waits for READY and proves the new
+  run with one ``now`` call.
+* call kill: time from just before ``os.kill`` to the answer of a ``now``
+  call made immediately after it (the call path respawns the child and
+  replays or forwards the call on the new session).
+
+Cold start is STARTING -> READY of the same generation (spawn, initialize
+handshake, tools listed), taken for the first spawn and every respawn.
+
+Targets (issue): exit seen p50 < 20 ms; recovery (kill -> answered) p50 <=
+cold start p50 + 100 ms. Figures are reported, not asserted: the exit code
+is 0 unless the bench itself breaks. Run: .venv/bin/python bench/recovery.py
+"""
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Run as a script from a checkout: make `core` importable without installing.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.config import load_config
+from core.paths import default_paths
+from core.snapshot import Event
+from core.states import ServerState
+from core.supervisor import Supervisor
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = "demo-clock"
+TOOL = "now"
+DEMO_SCRIPT = ROOT / "resources" / "demo" / "clock_server.py"
+DEFAULT_KILLS = 50
+#: Bound on every single wait, so a broken core fails the bench instead of hanging it.
+WAIT_SECONDS = 30.0
+TARGET_EXIT_SEEN_P50_MS = 20.0
+TARGET_RECOVERY_OVER_COLD_MS = 100.0
+
+
+class BenchAborted(Exception):
+    pass
+
+
+class Recorder:
+    """Stamps every state event of the server with ``perf_counter`` as it arrives."""
+
+    def __init__(self) -> None:
+        #: (generation, state) -> perf_counter of the first such event.
+        self.seen: dict[tuple[int, ServerState], float] = {}
+        self.parked_reason: str | None = None
+        self._changed = asyncio.Event()
+
+    def __call__(self, event: Event) -> None:
+        now = time.perf_counter()
+        if event.kind != "state" or event.server != SERVER or event.snapshot is None:
+            return
+        snap = event.snapshot
+        self.seen.setdefault((snap.generation, snap.state), now)
+        if snap.state is ServerState.PARKED:
+            self.parked_reason = snap.parked_reason or "no reason given"
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_for(self, generation: int, state: ServerState) -> float:
+        """perf_counter of the event (generation, state); aborts on PARKED or timeout."""
+        deadline = time.perf_counter() + WAIT_SECONDS
+        while True:
+            if (generation, state) in self.seen:
+                return self.seen[(generation, state)]
+            if self.parked_reason is not None:
+                raise BenchAborted(
+                    f"{SERVER} was PARKED while waiting for generation {generation} "
+                    f"{state.value}: {self.parked_reason}"
+                )
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise BenchAborted(
+                    f"no {state.value} event for generation {generation} within {WAIT_SECONDS:g} s"
+                )
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                continue
+
+    def cold_start_ms(self, generation: int) -> float | None:
+        start = self.seen.get((generation, ServerState.STARTING))
+        ready = self.seen.get((generation, ServerState.READY))
+        if start is None or ready is None:
+            return None
+        return (ready - start) * 1000.0
+
+
+@dataclass
+class Results:
+    exit_seen_ms: list[float] = field(default_factory=list)
+    answered_ms: list[float] = field(default_factory=list)
+    #: Per call kill: the answer time minus the cold start of the respawn that served it.
+    overhead_ms: list[float] = field(default_factory=list)
+    #: Per call kill, the parts of kill -> answered.
+    call_exit_seen_ms: list[float] = field(default_factory=list)
+    exited_to_starting_ms: list[float] = field(default_factory=list)
+    ready_to_answer_ms: list[float] = field(default_factory=list)
+    #: A call to a warm, READY server (the proving call of each exit kill).
+    warm_call_ms: list[float] = field(default_factory=list)
+    first_cold_ms: float = 0.0
+
+
+def check_answer(result: dict[str, object]) -> None:
+    if result.get("isError"):
+        raise BenchAborted(f"{TOOL} answered with an error: {json.dumps(result)[:300]}")
+
+
+def ready_pid(sup: Supervisor) -> tuple[int, int]:
+    server = sup.server(SERVER)
+    pid = server.pid
+    if server.state is not ServerState.READY or pid is None:
+        raise BenchAborted(f"expected a READY server with a pid, got {server.state.value}")
+    return server.generation, pid
+
+
+async def exit_kill(sup: Supervisor, rec: Recorder, results: Results) -> None:
+    generation, pid = ready_pid(sup)
+    before = time.perf_counter()
+    os.kill(pid, signal.SIGKILL)
+    seen = await rec.wait_for(generation, ServerState.EXITED)
+    results.exit_seen_ms.append((seen - before) * 1000.0)
+    sup.server(SERVER).request_respawn()
+    await rec.wait_for(generation + 1, ServerState.READY)
+    # Prove the new run, or more than 5 unproven drops in a row park the server.
+    started = time.perf_counter()
+    check_answer(await sup.call_tool(SERVER, TOOL, {}))
+    results.warm_call_ms.append((time.perf_counter() - started) * 1000.0)
+
+
+async def call_kill(sup: Supervisor, rec: Recorder, results: Results) -> None:
+    generation, pid = ready_pid(sup)
+    before = time.perf_counter()
+    os.kill(pid, signal.SIGKILL)
+    result = await sup.call_tool(SERVER, TOOL, {})
+    answered = time.perf_counter()
+    check_answer(result)
+    results.answered_ms.append((answered - before) * 1000.0)
+    server = sup.server(SERVER)
+    if server.generation != generation + 1:
+        raise BenchAborted(
+            f"the call was answered by generation {server.generation}, "
+            f"expected {generation + 1} (one respawn per kill)"
+        )
+    exited = rec.seen.get((generation, ServerState.EXITED))
+    starting = rec.seen.get((generation + 1, ServerState.STARTING))
+    ready = rec.seen.get((generation + 1, ServerState.READY))
+    if exited is None or starting is None or ready is None:
+        raise BenchAborted(f"missing state events around generation {generation} -> +1")
+    cold = (ready - starting) * 1000.0
+    results.overhead_ms.append((answered - before) * 1000.0 - cold)
+    results.call_exit_seen_ms.append((exited - before) * 1000.0)
+    results.exited_to_starting_ms.append((starting - exited) * 1000.0)
+    results.ready_to_answer_ms.append((answered - ready) * 1000.0)
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(share * len(ordered)))
+    return ordered[rank - 1]
+
+
+def row(label: str, values: list[float]) -> str:
+    return (
+        f"  {label:<38} {len(values):>4} {percentile(values, 0.50):>9.1f} "
+        f"{percentile(values, 0.95):>9.1f} {max(values):>9.1f}"
+    )
+
+
+async def bench(kills: int, home: Path) -> tuple[Results, list[float]]:
+    paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
+    config_path = paths.config_file
+    config_path.write_text(
+        json.dumps(
+            {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(DEMO_SCRIPT)]}}}
+        )
+    )
+    sup = Supervisor(load_config(config_path), paths)
+    rec = Recorder()
+    sup.subscribe(rec)
+    results = Results()
+    try:
+        await sup.start(sweep=False)
+        await rec.wait_for(1, ServerState.READY)
+        results.first_cold_ms = rec.cold_start_ms(1) or 0.0
+        check_answer(await sup.call_tool(SERVER, TOOL, {}))
+        for _ in range(kills):
+            await exit_kill(sup, rec, results)
+            await call_kill(sup, rec, results)
+        last = sup.server(SERVER).generation
+    finally:
+        await sup.aclose()
+    cold = [ms for gen in range(1, last + 1) if (ms := rec.cold_start_ms(gen)) is not None]
+    return results, cold
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--kills", type=int, default=DEFAULT_KILLS, help="kills of each kind (default 50)"
+    )
+    args = parser.parse_args()
+    if args.kills < 1:
+        parser.error("--kills must be >= 1")
+
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}, "
+        f"load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"server: {DEMO_SCRIPT.relative_to(ROOT)} (tool {TOOL!r}), {args.kills} kills of each kind"
+    )
+    began = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as tmp:
+            results, cold = asyncio.run(bench(args.kills, Path(tmp)))
+    except BenchAborted as exc:
+        print(f"ABORTED: {exc}")
+        return 1
+    elapsed = time.perf_counter() - began
+
+    print(f"{'':2}{'figure (ms)':<38} {'n':>4} {'p50':>9} {'p95':>9} {'max':>9}")
+    print(row("exit seen (kill -> EXITED event)", results.exit_seen_ms))
+    print(row("kill -> next call answered", results.answered_ms))
+    print(row("cold start (STARTING -> READY)", cold))
+    print(row("  call kill: kill -> EXITED event", results.call_exit_seen_ms))
+    print(row("  call kill: EXITED -> STARTING", results.exited_to_starting_ms))
+    print(row("  call kill: READY -> answered", results.ready_to_answer_ms))
+    print(row("  answered - own cold start (paired)", results.overhead_ms))
+    print(row("warm call (READY server)", results.warm_call_ms))
+    print(f"  first spawn cold start: {results.first_cold_ms:.1f} ms")
+
+    exit_p50 = percentile(results.exit_seen_ms, 0.50)
+    over = percentile(results.answered_ms, 0.50) - percentile(cold, 0.50)
+    print(f"recovery minus cold start p50: {over:.1f} ms")
+    print("targets:")
+    verdict = "PASS" if exit_p50 < TARGET_EXIT_SEEN_P50_MS else "MISS"
+    print(f"  exit seen p50 < {TARGET_EXIT_SEEN_P50_MS:g} ms: {exit_p50:.1f} ms  {verdict}")
+    verdict = "PASS" if over <= TARGET_RECOVERY_OVER_COLD_MS else "MISS"
+    print(
+        f"  recovery p50 <= cold start p50 + {TARGET_RECOVERY_OVER_COLD_MS:g} ms: "
+        f"+{over:.1f} ms  {verdict}"
+    )
+    print(f"elapsed: {elapsed:.1f} s")
+    command = ".venv/bin/python bench/recovery.py"
+    command += f" --kills {args.kills}"
+    print(f"reproduce: {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

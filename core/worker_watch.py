@@ -1,0 +1,223 @@
+"""The tray's side of the worker registry, and the periodic diagnostics.
+
+- Registers a worker row for every direct HTTP client session (bridges
+  register themselves) and heartbeats all of them from one task.
+- Keeps a fresh copy of every row (the Workers tab, /api/v1/workers, the
+  snapshot) and publishes a ``workers`` event when it changed.
+- Runs the doctor (own env, live workers' envs, runtime versions, literal
+  secrets) on a timer and on demand; publishes ``warnings``.
+
+Every registry and psutil call runs in a worker thread, never on the loop.
+"""
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from core import __version__
+from core.envdiag import Diagnostic, doctor
+from core.heartbeat import heartbeat_interval_for
+from core.identity import worker_identity
+from core.registry import (
+    DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ROLE_HTTP_SESSION,
+    RegistryFileError,
+    WorkerRegistry,
+)
+from core.sessions import ClientSession
+from core.snapshot import Event
+from core.workers_view import JsonRow, worker_rows
+
+logger = logging.getLogger(__name__)
+
+#: How often the cached rows are re-read (ages tick in the UI from these).
+ROWS_REFRESH_SECONDS: Final = 1.0
+#: How often the doctor runs on its own (it also runs on demand).
+DIAGNOSTICS_INTERVAL_SECONDS: Final = 60.0
+#: Rows silent this long past their TTL are dropped (a crashed bridge's row).
+EXPIRED_ROW_GRACE_SECONDS: Final = 3600.0
+
+
+@dataclass(frozen=True)
+class _HttpWorker:
+    identity: str
+    epoch: int
+
+
+class WorkerWatch:
+    def __init__(
+        self,
+        registry: WorkerRegistry | None,
+        publish: Callable[[Event], None],
+        *,
+        servers_env: Callable[[], Mapping[str, Mapping[str, str]]],
+        registry_problem: str | None = None,
+        ttl: float = DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ) -> None:
+        self.registry = registry
+        self._publish = publish
+        self._servers_env = servers_env
+        self.ttl = ttl
+        self.rows: list[JsonRow] = []
+        self.diagnostics: list[Diagnostic] = []
+        #: Problems of mcp-tray's own (registry unusable, token in a file).
+        self.own_warnings: list[str] = [registry_problem] if registry_problem else []
+        self._http: dict[str, _HttpWorker] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def open(cls, path: Any, publish: Callable[[Event], None], **kwargs: Any) -> "WorkerWatch":
+        try:
+            registry: WorkerRegistry | None = WorkerRegistry(path)
+            problem = None
+        except RegistryFileError as exc:
+            registry, problem = None, f"registry: {exc}"
+        return cls(registry, publish, registry_problem=problem, **kwargs)
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._refresh_loop(), name="mcp-tray:workers"),
+            asyncio.create_task(self._beat_loop(), name="mcp-tray:http-heartbeats"),
+            asyncio.create_task(self._diagnostics_loop(), name="mcp-tray:doctor"),
+        ]
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for identity in [w.identity for w in self._http.values()]:
+            await self._to_thread(self._remove, identity)
+        self._http.clear()
+        if self.registry is not None:
+            self.registry.close()
+
+    # ----------------------------------------------------- HTTP sessions
+
+    def session_opened(self, session: ClientSession) -> None:
+        if session.kind != "http" or self.registry is None:
+            return
+        asyncio.get_running_loop().create_task(self._register(session))
+
+    def session_closed(self, session: ClientSession) -> None:
+        worker = self._http.pop(session.id, None)
+        if worker is not None:
+            asyncio.get_running_loop().create_task(self._to_thread(self._remove, worker.identity))
+
+    async def _register(self, session: ClientSession) -> None:
+        registry = self.registry
+        assert registry is not None
+        started = registry.wall_clock()
+        identity = worker_identity(session.client_name, session.id, started)
+
+        def register() -> int:
+            return registry.register(
+                worker_identity=identity,
+                client_name=session.client_name,
+                session_id=session.id,
+                role=ROLE_HTTP_SESSION,
+                server=session.server,
+                pid=os.getpid(),
+                heartbeat_ttl_seconds=self.ttl,
+                runtime_version=__version__,
+            ).fencing_epoch
+
+        epoch = await self._to_thread(register)
+        if epoch is None:
+            return
+        if session.closed:
+            await self._to_thread(self._remove, identity)
+            return
+        session.worker_identity = identity
+        self._http[session.id] = _HttpWorker(identity, epoch)
+        await self.refresh()
+
+    def _remove(self, identity: str) -> None:
+        if self.registry is not None:
+            self.registry.remove(identity)
+
+    async def _beat_loop(self) -> None:
+        interval = heartbeat_interval_for(self.ttl)
+        while True:
+            await asyncio.sleep(interval)
+            workers = list(self._http.values())
+            if workers and self.registry is not None:
+                await self._to_thread(_beat_all, self.registry, workers)
+
+    # ------------------------------------------------------------ views
+
+    async def refresh(self) -> None:
+        registry = self.registry
+        if registry is None:
+            return
+
+        def read() -> list[JsonRow]:
+            registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
+            return list(worker_rows(registry))
+
+        rows = await self._to_thread(read)
+        if rows is not None and rows != self.rows:
+            self.rows = rows
+            self._publish(Event("workers"))
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(ROWS_REFRESH_SECONDS)
+
+    async def run_doctor(self) -> list[Diagnostic]:
+        servers_env = {name: dict(env) for name, env in self._servers_env().items()}
+        registry = self.registry
+        found = await self._to_thread(
+            lambda: doctor(os.environ, registry, __version__, servers_env=servers_env)
+        )
+        if found is not None and found != self.diagnostics:
+            self.diagnostics = found
+            self._publish(Event("warnings"))
+        return self.diagnostics
+
+    async def _diagnostics_loop(self) -> None:
+        while True:
+            await self.run_doctor()
+            await asyncio.sleep(DIAGNOSTICS_INTERVAL_SECONDS)
+
+    def warnings_json(self) -> list[dict[str, Any]]:
+        items = [
+            {
+                "family": d.family,
+                "subject": d.subject,
+                "message": d.message,
+                "fix": d.fix,
+                "text": str(d),
+            }
+            for d in self.diagnostics
+        ]
+        for text in self.own_warnings:
+            family, _, message = text.partition(": ")
+            items.append(
+                {
+                    "family": family,
+                    "subject": "mcp-tray",
+                    "message": message,
+                    "fix": "",
+                    "text": text,
+                }
+            )
+        return items
+
+    async def _to_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking registry work off the loop; a failure is logged, never raised."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except Exception:
+            logger.exception("worker registry operation failed")
+        return None
+
+
+def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
+    for worker in workers:
+        outcome = registry.heartbeat(worker.identity, worker.epoch)
+        if not outcome.renewed and not outcome.transient:
+            logger.warning("HTTP session worker not renewed: %s", outcome)
