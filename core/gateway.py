@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core import __version__
-from core.errors import CallError, UnknownServer, UpstreamError
+from core.errors import CallError, SessionTripped, UnknownServer, UpstreamError
 from core.managed import ManagedServer
 from core.sessions import ClientSession, SessionTable
 from core.states import ServerState
@@ -277,7 +277,9 @@ class GatewayConnection:
                 on_server_request=lambda m, p: _client_request(ctx, m, p),
             )
         except CallError as exc:
-            if not self.session.tripped:
+            if isinstance(exc, SessionTripped):
+                sessions.refused(self.session)
+            else:
                 sessions.failed(self.session, exc)
             if isinstance(exc, UpstreamError):
                 raise RpcError(exc.code, exc.upstream_message, exc.data) from None

@@ -647,15 +647,22 @@ class ManagedServer:
         on_server_request: ServerRequestRouter | None = None,
     ) -> dict[str, Any]:
         """Forward one request through the call path (DESIGN 3.3). Raises ``CallError``."""
+        self.calls += 1
+        refusal: CallError | None = None
         if self.state is S.PARKED:
-            raise ServerParked(self.name, self.parked_reason or "it kept dying")
-        if not self.wanted:
-            raise ServerStopped(self.name)
-        admission = self.breaker.admit()
-        if not admission.allowed:
-            raise BreakerOpen(
-                self.name, self.breaker.failures, self.breaker.last_error, admission.retry_in
-            )
+            refusal = ServerParked(self.name, self.parked_reason or "it kept dying")
+        elif not self.wanted:
+            refusal = ServerStopped(self.name)
+        else:
+            admission = self.breaker.admit()
+            if not admission.allowed:
+                refusal = BreakerOpen(
+                    self.name, self.breaker.failures, self.breaker.last_error, admission.retry_in
+                )
+        if refusal is not None:
+            # Refused before anything was sent: counted, never spawned for.
+            self.failures += 1
+            raise refusal
         before = self.breaker.state
         router_id = 0
         if on_server_request is not None:
@@ -663,7 +670,6 @@ class ManagedServer:
             router_id = self._router_ids
             self._routers[router_id] = on_server_request
         started = time.perf_counter()
-        self.calls += 1
         try:
             result = await self._deliver(method, params, timeout, on_progress)
         except CallError as exc:
@@ -721,12 +727,13 @@ class ManagedServer:
     ) -> dict[str, Any]:
         run = self._run
         respawned = False
-        if run is None:
-            raise ServerStopped(self.name)
-        if not run.dead.is_set() and not run.ready.is_set():
-            # Starting: wait for this start to finish, asking nothing.
+        if run is None or (not run.dead.is_set() and not run.ready.is_set()):
+            # Starting (or about to): wait for this start to finish, asking nothing.
             try:
-                run = await self._await_usable(run.generation, self.timing.start_timeout)
+                run = await self._await_usable(
+                    max(1, run.generation if run else self.generation + 1),
+                    self.timing.start_timeout,
+                )
             except _RunDied as died:
                 run = died.run
             except _WindowOver:

@@ -109,6 +109,11 @@ class SessionTable:
             session.breaker.success()
             self._changed(f"{session.id} recovered")
 
+    def refused(self, session: ClientSession) -> None:
+        """A tripped session asked again: answered at once, not counted as a new failure."""
+        session.requests += 1
+        self._changed(f"{session.id} refused while tripped")
+
     def failed(self, session: ClientSession, error: CallError) -> None:
         """Count a call path error; trips the session at the threshold."""
         session.requests += 1

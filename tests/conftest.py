@@ -20,6 +20,8 @@ from core.paths import Paths, default_paths
 from core.states import ServerState
 from core.supervisor import Supervisor
 
+pytest_plugins = ["tests.gateway_support"]
+
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo.py"
 CRASH_AT_START = SERVERS / "crash_at_start.py"

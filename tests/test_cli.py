@@ -262,3 +262,70 @@ def test_after_sigkill_the_next_start_sweeps_the_leftovers(headless: Any, tmp_pa
 
     assert not alive(server["pid"])
     assert not alive(grandchild)
+
+
+def _post(url: str, token: str, message: dict[str, Any], session: str | None = None) -> Any:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    return httpx.post(url, json=message, headers=headers, timeout=30)
+
+
+def test_sessions_reset_and_token_commands_against_a_running_instance(headless: Any) -> None:
+    tray = headless({"mcpServers": {"ghost": {"command": "mcp-tray-no-such-command"}}})
+    tray.wait_state("ghost", "parked")
+    token = cli(tray.home, "token").stdout.strip()
+    assert token
+    status = tray.status()
+    url = f"{status['gateway']['url']}/mcp/ghost"
+    init = _post(
+        url,
+        token,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "cursor-vscode", "version": "1"},
+            },
+        },
+    )
+    session = init.headers["mcp-session-id"]
+    for request_id in range(2, 6):
+        reply = _post(
+            url,
+            token,
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "x", "arguments": {}},
+            },
+            session,
+        )
+        assert reply.json()["result"]["isError"] is True
+
+    rows = json.loads(cli(tray.home, "sessions", "--json").stdout)
+    assert rows == [
+        {
+            "id": session,
+            "client_name": "cursor",
+            "server": "ghost",
+            "opened_at": rows[0]["opened_at"],
+            "requests": 4,
+            "consecutive_failures": 3,
+            "breaker": "tripped",
+        }
+    ]
+    assert tray.status()["sessions"][0]["breaker"] == "tripped"
+
+    reset = cli(tray.home, "reset", session)
+    assert reset.returncode == 0, reset.stderr
+    assert json.loads(cli(tray.home, "sessions", "--json").stdout)[0]["breaker"] == "closed"
+    assert cli(tray.home, "reset", "no-such-session").returncode == 1
+    all_reset = cli(tray.home, "reset", "--all")
+    assert all_reset.returncode == 0 and "reset 0 tripped" in all_reset.stdout

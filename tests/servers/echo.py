@@ -8,6 +8,8 @@ Environment switches (all optional):
   so a test knows the call is in flight before it kills the child.
 - ECHO_FAIL_WHILE: exit at start while this file exists (a fixable breakage).
 - ECHO_NOTES_FILE: write_note appends its text here (a non-idempotent effect).
+- ECHO_EXTRA_TOOL_FILE: while this file exists at start, the server also has
+  a tool named `extra` (so a respawn can change the tool list).
 """
 
 import asyncio
@@ -34,8 +36,8 @@ if state_file:
     else:
         Path(state_file).write_text(str(os.getpid()))
 
-from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.types import ToolAnnotations  # noqa: E402
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from mcp.types import SamplingMessage, TextContent, ToolAnnotations  # noqa: E402
 
 server = MCPServer("echo")
 print(f"echo: started pid {os.getpid()}", file=sys.stderr, flush=True)
@@ -94,6 +96,40 @@ def crash(code: int = 3) -> str:
     """Kill the server process on the spot."""
     print(f"echo: crashing with {code}", file=sys.stderr, flush=True)
     os._exit(code)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def getenv(name: str) -> str:
+    """An environment variable of the server process (empty when unset)."""
+    return os.environ.get(name, "")
+
+
+@server.tool()
+async def ask(question: str, ctx: Context) -> str:
+    """Ask the client's model (sampling) and return its answer."""
+    result = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        max_tokens=50,
+    )
+    content = result.content
+    return content.text if isinstance(content, TextContent) else str(content)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def count(steps: int, ctx: Context) -> str:
+    """Report progress `steps` times, then answer."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, steps, f"step {step + 1}")
+    return f"counted {steps}"
+
+
+extra = os.environ.get("ECHO_EXTRA_TOOL_FILE")
+if extra and Path(extra).exists():
+
+    @server.tool()
+    def extra_tool() -> str:
+        """Only present while the extra-tool file exists."""
+        return "extra"
 
 
 @server.resource("note://hello")

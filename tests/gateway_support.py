@@ -1,0 +1,103 @@
+"""Fixtures for gateway tests: a real TrayService in-process, real SDK clients."""
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import keyring
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from core.config import load_config
+from core.paths import Paths
+from core.service import TrayService
+from tests.conftest import FAST_TIMING
+from tests.fake_keyring import PATH_ENV, FileKeyring
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fake_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FileKeyring]:
+    # Before the env points at the test keyring: keyring detects its backend
+    # lazily, and must not adopt this one as "the" backend for later tests.
+    previous = keyring.get_keyring()
+    path = tmp_path / "keyring.json"
+    monkeypatch.setenv(PATH_ENV, str(path))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.fake_keyring.FileKeyring")
+    backend = FileKeyring(path)
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+class Services:
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self.started: list[TrayService] = []
+
+    async def start(self, servers: dict[str, dict[str, Any]]) -> TrayService:
+        self.paths.config_file.write_text(json.dumps({"mcpServers": servers}))
+        service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
+        self.started.append(service)
+        await service.start()
+        return service
+
+
+@pytest.fixture
+async def services(tray_home: Paths) -> AsyncIterator[Services]:
+    holder = Services(tray_home)
+    yield holder
+    for service in holder.started:
+        await service.aclose()
+
+
+@contextlib.asynccontextmanager
+async def http_client(
+    service: TrayService, server: str, *, token: str | None = None, **session_kwargs: Any
+) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token or service.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+        async with streamable_http_client(f"{service.url}/mcp/{server}", http_client=http) as (
+            read,
+            write,
+        ):
+            async with ClientSession(read, write, **session_kwargs) as session:
+                await session.initialize()
+                yield session
+
+
+def bridge_env(paths: Paths, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_") or k == PATH_ENV}
+    env["MCP_TRAY_HOME"] = str(paths.state_dir.parent)
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+@contextlib.asynccontextmanager
+async def bridge_client(
+    paths: Paths,
+    server: str,
+    errlog: Any = None,
+    session_kwargs: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "core.cli", "connect", server],
+        env=bridge_env(paths, **(env or {})),
+        cwd=str(REPO),
+    )
+    async with stdio_client(params, errlog=errlog or sys.stderr) as (read, write):
+        async with ClientSession(read, write, **(session_kwargs or {})) as session:
+            await session.initialize()
+            yield session

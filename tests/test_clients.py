@@ -1,0 +1,188 @@
+"""Client integration: snippets in each client's format, and imports from each client.
+
+Strategy: snippets are parsed back as the client would (JSON, with the
+client's own top-level key); imports run against fixture files shaped like
+each client's real config (tests/fixtures/clients) into a real config file,
+twice, and the second run must change nothing. The keyring is the test one.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
+from core.config import load_config
+from core.secrets import get_secret
+from tests.fake_keyring import FileKeyring
+
+FIXTURES = Path(__file__).parent / "fixtures" / "clients"
+SOURCES = {
+    "claude": FIXTURES / "claude_desktop_config.json",
+    "cursor": FIXTURES / "cursor_mcp.json",
+    "vscode": FIXTURES / "vscode_mcp.json",
+}
+
+
+@pytest.mark.parametrize("client", ["claude", "claude-code", "cursor", "vscode"])
+def test_a_bridge_snippet_is_in_the_clients_own_format(client: str) -> None:
+    snippet = json.loads(json.dumps(client_snippet(client, ["echo", "notes"])))
+    key = "servers" if client == "vscode" else "mcpServers"
+    assert list(snippet) == [key]
+    entry = snippet[key]["echo"]
+    assert entry["args"] == ["connect", "echo"]
+    assert Path(entry["command"]).name == "mcp-tray"
+    assert entry["env"]["MCP_TRAY_CLIENT"]
+    if client in ("vscode", "claude-code"):
+        assert entry["type"] == "stdio"
+
+
+@pytest.mark.parametrize("client", ["claude-code", "cursor", "vscode"])
+def test_an_http_snippet_points_at_the_gateway_with_the_token(client: str) -> None:
+    snippet = client_snippet(client, ["echo"], http_url="http://127.0.0.1:4321", token="t0k")
+    entry = next(iter(snippet.values()))["echo"]
+    assert entry["url"] == "http://127.0.0.1:4321/mcp/echo"
+    assert entry["headers"] == {"Authorization": "Bearer t0k"}
+
+
+def test_claude_desktop_gets_no_http_snippet() -> None:
+    from core.clients import SnippetError
+
+    with pytest.raises(SnippetError, match="--bridge"):
+        client_snippet("claude", ["echo"], http_url="http://127.0.0.1:1", token="t")
+
+
+def test_jsonc_comments_and_trailing_commas_are_understood() -> None:
+    assert json.loads(strip_jsonc('{"a": "//not a comment", /* c */ "b": [1, 2,], // end\n}')) == {
+        "a": "//not a comment",
+        "b": [1, 2],
+    }
+
+
+@pytest.mark.parametrize("client", ["claude", "cursor", "vscode"])
+def test_importing_a_clients_servers_twice_changes_nothing_the_second_time(
+    client: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"mcpServers": {}}')
+    source = read_client_servers(client, SOURCES[client])
+
+    first = import_servers(client, source, config, move_secret=lambda name, value: False)
+    after_first = config.read_text()
+    second = import_servers(client, source, config, move_secret=lambda name, value: False)
+
+    assert first.added
+    assert second.added == [] and second.renamed == []
+    assert sorted(second.duplicates) == sorted(first.added)
+    assert config.read_text() == after_first
+    loaded = load_config(config)
+    assert set(loaded.servers) == set(first.added)
+    skipped = dict(first.skipped)
+    if client == "claude":
+        assert "already goes through mcp-tray" in skipped["tray-echo"]
+    if client == "cursor":
+        assert "remote" in skipped["remote-docs"]
+    if client == "vscode":
+        assert "${workspaceFolder}" in skipped["workspace-files"]
+        assert "remote" in skipped["remote"]
+
+
+def test_an_existing_server_of_the_same_name_but_another_launch_is_kept_and_the_import_renamed(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"mcpServers": {"filesystem": {"command": "node", "args": ["fs.js"]}}}')
+    source = read_client_servers("cursor", SOURCES["cursor"])
+
+    report = import_servers("cursor", source, config, move_secret=lambda n, v: False)
+
+    assert ("filesystem", "filesystem-cursor") in report.renamed
+    servers = load_config(config).servers
+    assert servers["filesystem"].command == "node"
+    assert servers["filesystem-cursor"].command == "npx"
+
+
+def test_secret_looking_values_move_to_the_keyring_when_accepted(
+    tmp_path: Path, fake_keyring: FileKeyring
+) -> None:
+    config = tmp_path / "config.json"
+    source = read_client_servers("claude", SOURCES["claude"])
+
+    def accept(name: str, value: str) -> bool:
+        from core.secrets import set_secret
+
+        set_secret(name, value)
+        return True
+
+    report = import_servers("claude", source, config, move_secret=accept)
+
+    assert report.secrets_moved == ["github GITHUB_PERSONAL_ACCESS_TOKEN"]
+    env = load_config(config).servers["github"].env
+    assert env["GITHUB_PERSONAL_ACCESS_TOKEN"] == "${keyring:github.GITHUB_PERSONAL_ACCESS_TOKEN}"
+    assert get_secret("github.GITHUB_PERSONAL_ACCESS_TOKEN") == "ghp_example_not_real"
+    assert "ghp_example" not in config.read_text()
+
+
+def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    from core.paths import default_paths
+    from tests.gateway_support import bridge_env
+
+    env = bridge_env(default_paths({"MCP_TRAY_HOME": str(home)}))
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_import_command_merges_a_client_file_without_prompting_when_not_interactive(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    source = tmp_path / "vscode.json"
+    shutil.copy(SOURCES["vscode"], source)
+
+    first = run_cli(home, "import", "vscode", "--path", str(source))
+    second = run_cli(home, "import", "vscode", "--path", str(source))
+
+    assert first.returncode == 0, first.stderr
+    assert "added memory" in first.stdout and "added weather" in first.stdout
+    assert "left as plain text" in first.stdout
+    assert second.returncode == 0 and "already there: memory" in second.stdout
+    assert json.loads((home / "config" / "config.json").read_text())["mcpServers"]["weather"][
+        "args"
+    ] == ["/opt/weather/index.js"]
+
+
+def test_secret_set_and_rm_through_the_cli(tmp_path: Path, fake_keyring: FileKeyring) -> None:
+    home = tmp_path / "home"
+    stored = run_cli(home, "secret", "set", "github-token", "--stdin", stdin="ghp_123\n")
+    assert stored.returncode == 0, stored.stderr
+    assert "${keyring:github-token}" in stored.stdout
+    assert get_secret("github-token") == "ghp_123"
+    assert run_cli(home, "secret", "rm", "github-token").returncode == 0
+    assert get_secret("github-token") is None
+    missing = run_cli(home, "secret", "rm", "github-token")
+    assert missing.returncode == 1 and "no secret named" in missing.stderr
+
+
+def test_client_config_prints_a_snippet_for_the_configured_servers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.json").write_text(
+        '{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "disabled": true}}}'
+    )
+
+    result = run_cli(home, "client-config", "cursor")
+
+    assert result.returncode == 0, result.stderr
+    assert list(json.loads(result.stdout)["mcpServers"]) == ["a"]
+    assert run_cli(home, "client-config", "claude", "--server", "nope").returncode == 2

@@ -1,0 +1,422 @@
+"""The gateway end to end: real SDK clients over streamable HTTP and through a real bridge process.
+
+Strategy: a TrayService runs in the test's loop with real children from
+tests/servers/; clients are the SDK's own ClientSession over its own
+streamable HTTP client, or over stdio to `python -m core.cli connect NAME`
+spawned as a subprocess. Only the OS keyring is replaced (tests/fake_keyring).
+"""
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+from mcp.client.session import IncomingMessage
+from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
+
+from core.service import TrayService
+from core.states import ServerState
+from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
+from tests.gateway_support import Services, bridge_client, http_client
+
+
+def text(result: Any) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+async def test_an_http_client_lists_and_calls_tools_and_reads_resources_and_prompts(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+
+    async with http_client(service, "echo") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("echo", {"text": "through the gateway"})
+        resource = await client.read_resource("note://hello")
+        prompt = await client.get_prompt("greet", {"name": "Ada"})
+
+    assert {"echo", "slow_read", "crash"} <= set(tools)
+    assert tools["echo"].annotations is not None and tools["echo"].annotations.read_only_hint
+    assert text(result) == "through the gateway"
+    assert resource.contents[0].text == "hello from echo"  # type: ignore[union-attr]
+    assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_a_client_through_the_bridge_lists_and_calls_tools(services: Services) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+
+    async with bridge_client(
+        service.paths, "echo", env={"MCP_TRAY_CLIENT": "Claude Desktop"}
+    ) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool("echo", {"text": "via the bridge"})
+        sessions = service.sessions.to_json()
+
+    assert "echo" in names
+    assert text(result) == "via the bridge"
+    assert [(s["kind"], s["client_name"]) for s in sessions] == [("bridge", "claude-desktop")]
+
+
+async def test_kill_9_between_two_calls_of_one_session_is_invisible_to_the_client(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    server = service.supervisor.server("echo")
+    await wait_ready(server)
+
+    async with http_client(service, "echo") as client:
+        first = await client.call_tool("whoami", {})
+        pid = server.pid
+        assert pid is not None and int(text(first)) == pid
+        await kill_hard(pid)
+        second = await client.call_tool("whoami", {})
+
+    assert not second.is_error, text(second)
+    assert int(text(second)) != pid
+    assert server.generation == 2
+    assert server.respawn_requests == 1
+
+
+async def test_list_changed_after_a_respawn_reaches_http_and_bridge_clients(
+    services: Services, tmp_path: Path
+) -> None:
+    marker = tmp_path / "extra"
+    service = await services.start({"echo": python_server(ECHO, ECHO_EXTRA_TOOL_FILE=str(marker))})
+    server = service.supervisor.server("echo")
+    await wait_ready(server)
+    seen: dict[str, list[str]] = {"http": [], "bridge": []}
+
+    def collector(kind: str) -> Any:
+        async def handler(message: IncomingMessage) -> None:
+            method = getattr(getattr(message, "root", message), "method", None)
+            if isinstance(method, str):
+                seen[kind].append(method)
+
+        return handler
+
+    async with http_client(service, "echo", message_handler=collector("http")) as http:
+        async with bridge_client(
+            service.paths, "echo", session_kwargs={"message_handler": collector("bridge")}
+        ) as bridge:
+            assert "extra_tool" not in [t.name for t in (await http.list_tools()).tools]
+            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            await asyncio.sleep(0.3)  # both GET streams open
+            marker.write_text("1")
+            await service.supervisor.respawn("echo")
+            await wait_ready(server, generation=2)
+            await wait_until(
+                lambda: all(
+                    "notifications/tools/list_changed" in methods for methods in seen.values()
+                ),
+                what=f"list_changed on both clients (seen {seen})",
+            )
+            assert "extra_tool" in [t.name for t in (await http.list_tools()).tools]
+            assert "extra_tool" in [t.name for t in (await bridge.list_tools()).tools]
+
+
+async def test_a_parked_servers_session_trips_after_three_failures_and_reset_clears_it(
+    services: Services,
+) -> None:
+    service = await services.start(
+        {"ghost": {"command": "mcp-tray-no-such-command"}, "echo": python_server(ECHO)}
+    )
+    ghost = service.supervisor.server("ghost")
+    await wait_until(lambda: ghost.state is ServerState.PARKED, what="ghost parked")
+
+    async with http_client(service, "ghost") as first, http_client(service, "ghost") as second:
+        for _ in range(3):
+            result = await first.call_tool("anything", {})
+            assert result.is_error and "is parked" in text(result)
+        calls_before = ghost.calls
+        tripped = await first.call_tool("anything", {})
+        assert tripped.is_error
+        message = text(tripped)
+        assert message.startswith(
+            "⚠️ This session has failed 3 times in a row with a non-retryable error."
+        )
+        session_id = next(s["id"] for s in service.sessions.to_json() if s["breaker"] == "tripped")
+        assert f"mcp-tray reset {session_id}" in message
+        assert ghost.calls == calls_before  # answered at once: nothing reached the server
+        assert ghost.generation == 1  # nothing was spawned
+
+        other = await second.call_tool("anything", {})
+        assert "is parked" in text(other) and "⚠️" not in text(other)
+
+        service.sessions.reset(session_id)
+        calls_before = ghost.calls
+        after_reset = await first.call_tool("anything", {})
+        assert "is parked" in text(after_reset)
+        assert ghost.calls == calls_before + 1
+
+
+async def test_a_success_between_failures_resets_the_session_count(
+    services: Services, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("1")
+    service = await services.start({"echo": python_server(ECHO, ECHO_FAIL_WHILE=str(broken))})
+    server = service.supervisor.server("echo")
+
+    async with http_client(service, "echo") as client:
+        await wait_until(lambda: server.state is ServerState.PARKED, timeout=60, what="parked")
+        for _ in range(2):
+            assert (await client.call_tool("echo", {"text": "x"})).is_error
+        session = service.sessions.all()[0]
+        assert session.breaker.consecutive_failures == 2
+        broken.unlink()
+        await service.supervisor.respawn("echo")
+        await wait_ready(server)
+        assert not (await client.call_tool("echo", {"text": "x"})).is_error
+        assert session.breaker.consecutive_failures == 0
+
+
+async def test_the_bridge_worker_row_lives_while_it_runs_and_goes_when_it_exits(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    env = {
+        "MCP_TRAY_CLIENT": "cursor",
+        "MCP_TRAY_CLIENT_SESSION": "sess-1",
+        "MCP_TRAY_HEARTBEAT_TTL": "3",
+        "MCP_TRAY_HEARTBEAT_INTERVAL": "0.2",
+    }
+
+    async with bridge_client(service.paths, "echo", env=env) as client:
+        await client.call_tool("echo", {"text": "x"})
+        await service.workers.refresh()  # type: ignore[union-attr]
+        rows = [r for r in service.workers_json() if r["session_id"] == "sess-1"]
+        assert len(rows) == 1
+        row = rows[0]
+        assert row["client_name"] == "cursor" and row["live"] and row["server"] == "echo"
+        first_beat = row["last_heartbeat_at"]
+        await wait_until(
+            lambda: _row(service, "sess-1").get("last_heartbeat_at") != first_beat,
+            what="a heartbeat",
+            timeout=10,
+        )
+        await asyncio.sleep(0.01)
+        await service.workers.refresh()  # type: ignore[union-attr]
+
+    await service.workers.refresh()  # type: ignore[union-attr]
+    assert _row(service, "sess-1") == {}
+
+
+def _row(service: TrayService, session: str) -> dict[str, Any]:
+    asyncio.get_running_loop().create_task(service.workers.refresh())  # type: ignore[union-attr]
+    return next((r for r in service.workers_json() if r["session_id"] == session), {})
+
+
+async def test_a_second_bridge_for_the_same_session_fences_the_first(
+    services: Services, tmp_path: Path
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    env = {
+        "MCP_TRAY_CLIENT": "cursor",
+        "MCP_TRAY_CLIENT_SESSION": "shared-sess",
+        "MCP_TRAY_HEARTBEAT_TTL": "3",
+        "MCP_TRAY_HEARTBEAT_INTERVAL": "0.2",
+    }
+    first_log = (tmp_path / "first.err").open("w+")
+
+    async with bridge_client(service.paths, "echo", errlog=first_log, env=env) as first:
+        await first.call_tool("echo", {"text": "one"})
+        async with bridge_client(service.paths, "echo", env=env) as second:
+            await second.call_tool("echo", {"text": "two"})
+            await wait_until(
+                lambda: "fenced" in (tmp_path / "first.err").read_text(),
+                timeout=10,
+                what="first fenced",
+            )
+            await service.workers.refresh()  # type: ignore[union-attr]
+            rows = [r for r in service.workers_json() if r["session_id"] == "shared-sess"]
+            assert len(rows) == 1 and rows[0]["fencing_epoch"] == 2 and rows[0]["live"]
+    first_log.close()
+    assert "a newer bridge took over this session" in (tmp_path / "first.err").read_text()
+
+
+async def test_requests_without_the_token_or_from_foreign_origins_are_refused(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "x", "version": "1"},
+        },
+    }
+    url = f"{service.url}/mcp/echo"
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(url, json=body)).status_code == 401
+        assert (
+            await http.post(url, json=body, headers={"Authorization": "Bearer wrong"})
+        ).status_code == 401
+        good = {
+            "Authorization": f"Bearer {service.token}",
+            "Accept": "application/json, text/event-stream",
+        }
+        evil = await http.post(url, json=body, headers={**good, "Origin": "https://evil.example"})
+        assert evil.status_code == 403
+        rebound = await http.post(url, json=body, headers={**good, "Host": "attacker.example:80"})
+        assert rebound.status_code == 403
+        assert (await http.get(f"{service.url}/api/v1/status")).status_code == 401
+        ok = await http.post(url, json=body, headers={**good, "Origin": "http://localhost:3000"})
+        assert ok.status_code == 200
+
+
+def test_nothing_listens_on_a_non_loopback_address_in_a_running_tray(tmp_path: Path) -> None:
+    from tests.test_cli import Headless
+
+    tray = Headless(tmp_path / "home", {"mcpServers": {}})
+    try:
+        tray.wait_for(lambda: tray.paths.runtime_file.exists(), "runtime file")
+        import psutil
+
+        listening = [
+            c.laddr
+            for c in psutil.Process(tray.proc.pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert listening, "the tray listens somewhere"
+        assert all(address.ip == "127.0.0.1" for address in listening), listening
+    finally:
+        tray.stop()
+
+
+async def test_a_sampling_request_reaches_the_session_whose_call_is_in_flight(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    asked: dict[str, list[str]] = {"a": [], "b": []}
+
+    def sampler(name: str) -> Any:
+        async def sample(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+            question = params.messages[0].content.text  # type: ignore[union-attr]
+            asked[name].append(question)
+            return CreateMessageResult(
+                role="assistant",
+                content=TextContent(type="text", text=f"{name} says 42"),
+                model="test",
+            )
+
+        return sample
+
+    async with (
+        http_client(service, "echo", sampling_callback=sampler("a")) as a,
+        http_client(service, "echo", sampling_callback=sampler("b")) as b,
+    ):
+        answer_b = await b.call_tool("ask", {"question": "from b"})
+        answer_a = await a.call_tool("ask", {"question": "from a"})
+
+    assert text(answer_a) == "a says 42"
+    assert text(answer_b) == "b says 42"
+    assert asked == {"a": ["from a"], "b": ["from b"]}
+
+
+async def test_progress_of_a_call_reaches_its_client(services: Services) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    progress: list[tuple[float, float | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total))
+
+    async with http_client(service, "echo") as client:
+        result = await client.call_tool(
+            "count", {"steps": 3}, progress_callback=cast(Any, on_progress)
+        )
+
+    assert text(result) == "counted 3"
+    assert progress == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
+
+
+async def test_per_session_sharing_gives_each_session_its_own_child(services: Services) -> None:
+    service = await services.start({"echo": python_server(ECHO) | {"sharing": "per-session"}})
+    async with http_client(service, "echo") as a, http_client(service, "echo") as b:
+        pid_a = int(text(await a.call_tool("whoami", {})))
+        pid_b = int(text(await b.call_tool("whoami", {})))
+        assert pid_a != pid_b
+        assert len(service.supervisor.private) == 2
+    await wait_until(lambda: not service.supervisor.private, what="private children stopped")
+    await wait_until(lambda: not _alive(pid_a) and not _alive(pid_b), what="both children gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    import psutil
+
+    return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.usefixtures("fake_keyring")
+async def test_a_keyring_secret_reaches_the_child_and_a_missing_one_parks_naming_it(
+    services: Services,
+) -> None:
+    from core.secrets import set_secret
+
+    set_secret("echo-token", "s3cr3t")
+    service = await services.start(
+        {
+            "echo": python_server(ECHO) | {"env": {"API_TOKEN": "${keyring:echo-token}"}},
+            "needy": python_server(ECHO) | {"env": {"API_TOKEN": "${keyring:absent}"}},
+        }
+    )
+    echo = service.supervisor.server("echo")
+    needy = service.supervisor.server("needy")
+    await wait_ready(echo)
+    result = await service.supervisor.call_tool("echo", "getenv", {"name": "API_TOKEN"})
+    assert result["content"][0]["text"] == "s3cr3t"
+    assert "s3cr3t" not in echo.log_path.read_text()
+
+    await wait_until(lambda: needy.state is ServerState.PARKED, what="needy parked")
+    assert "'absent'" in (needy.parked_reason or "")
+    assert "mcp-tray secret set absent" in (needy.parked_reason or "")
+
+
+@pytest.mark.usefixtures("fake_keyring")
+async def test_the_api_token_lives_in_the_keyring_when_one_is_usable(services: Services) -> None:
+    service = await services.start({})
+    from core.secrets import read_token
+
+    assert read_token(service.paths.token_file) == service.token
+    assert not service.paths.token_file.exists()
+    assert not any(w["family"] == "token-storage" for w in service.warnings_json())
+
+
+async def test_without_a_keyring_the_token_falls_back_to_a_private_file_with_a_warning(
+    services: Services,
+) -> None:
+    service = await services.start({})
+    token_file = service.paths.token_file
+    assert token_file.read_text().strip() == service.token
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert any(w["family"] == "token-storage" for w in service.warnings_json())
+
+
+async def test_metrics_expose_server_state_calls_and_sessions(services: Services) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    async with http_client(service, "echo") as client:
+        await client.call_tool("echo", {"text": "x"})
+        async with httpx.AsyncClient() as http:
+            reply = await http.get(
+                f"{service.url}/metrics", headers={"Authorization": f"Bearer {service.token}"}
+            )
+    body = reply.text
+    assert 'mcp_tray_server_state{server="echo",state="ready"} 1.0' in body
+    assert 'mcp_tray_calls_total{server="echo"} 1.0' in body
+    assert 'mcp_tray_call_seconds_count{method="tools/call",server="echo"} 1.0' in body
+    assert "mcp_tray_session_tripped{" in body
