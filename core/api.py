@@ -113,6 +113,8 @@ class ControlTarget(Protocol):
 
     def metrics(self) -> bytes: ...
 
+    def raise_window(self) -> bool: ...
+
 
 def control_routes(target: ControlTarget) -> list[BaseRoute]:
     supervisor = target.supervisor
@@ -198,6 +200,11 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
     async def warnings(request: Request) -> Response:
         return JSONResponse({"warnings": target.warnings_json()})
 
+    async def raise_window(request: Request) -> Response:
+        if target.raise_window():
+            return JSONResponse({"ok": True})
+        return _error(409, "this mcp-tray runs headless: there is no window to raise", "headless")
+
     async def metrics(request: Request) -> Response:
         return Response(target.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -213,6 +220,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),
         Route("/api/v1/workers", workers, methods=["GET"]),
         Route("/api/v1/warnings", warnings, methods=["GET"]),
+        Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core import __version__
+from core.envvars import HEADLESS_ENV
 from core.errors import ConfigError, McpTrayError
 from core.paths import Paths, default_paths
 from core.runtime import NotRunning
@@ -174,19 +175,24 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
 
 
 def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
-    from core.config import load_config
+    from core.config import empty_config, load_config
 
-    config = load_config(_config_path(args, paths))
-    if not args.headless and not os.environ.get("MCP_TRAY_HEADLESS"):
+    path = _config_path(args, paths)
+    if not args.headless and not os.environ.get(HEADLESS_ENV):
         gui = _try_gui()
         if gui is not None:
-            return gui(config, paths)
+            # A double-clicked tray has no terminal to print a config error
+            # to: it starts empty, shows the error, and picks up the fix.
+            try:
+                return gui(load_config(path), paths, None)
+            except ConfigError as exc:
+                return gui(empty_config(path), paths, str(exc))
     from core.headless import run_headless
 
-    return run_headless(config, paths)
+    return run_headless(load_config(path), paths)
 
 
-def _try_gui() -> "Callable[[Any, Paths], int] | None":
+def _try_gui() -> "Callable[[Any, Paths, str | None], int] | None":
     """The tray, when there is a display and Qt; else None (headless)."""
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         print(
@@ -199,7 +205,7 @@ def _try_gui() -> "Callable[[Any, Paths], int] | None":
     except ImportError as exc:
         print(f"mcp-tray: the tray cannot start ({exc}): running headless", file=sys.stderr)
         return None
-    gui: Callable[[Any, Paths], int] = run_gui
+    gui: Callable[[Any, Paths, str | None], int] = run_gui
     return gui
 
 

@@ -604,9 +604,10 @@ class ManagedServer:
             self._stderr_line(generation, line.decode("utf-8", errors="replace").rstrip("\r\n"))
 
     def _stderr_line(self, generation: int, text: str) -> None:
-        self.stderr_tail.append(f"[gen {generation}] {text}")
+        line = f"[gen {generation}] {text}"
+        self.stderr_tail.append(line)
         self._logs.write(self.name, f"gen={generation} {text}")
-        self._emit(Event("stderr", self.name, text=text))
+        self._emit(Event("stderr", self.name, text=line))
 
     # ------------------------------------------- server -> client traffic
 

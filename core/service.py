@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from starlette.routing import Route
 
 from core.api import build_app, control_routes
 from core.config import TrayConfig
+from core.config_watch import ConfigWatcher
 from core.gateway import Gateway
 from core.managed import ManagedServer, Timing
 from core.metrics import Metrics
 from core.paths import Paths
+from core.process_stats import ProcessStats
 from core.runtime import Instance, RuntimeInfo
 from core.secrets import load_or_create_token, resolve_env
 from core.sessions import SessionTable
@@ -34,8 +36,16 @@ logger = logging.getLogger(__name__)
 
 
 class TrayService:
-    def __init__(self, config: TrayConfig, paths: Paths, *, timing: Timing | None = None) -> None:
+    def __init__(
+        self,
+        config: TrayConfig,
+        paths: Paths,
+        *,
+        timing: Timing | None = None,
+        watch_config: bool = True,
+    ) -> None:
         self.config = config
+        self.watch_config = watch_config
         self.paths = paths
         self.timing = timing
         self.instance: Instance | None = None
@@ -61,6 +71,16 @@ class TrayService:
             workers=self.workers_json,
             warnings=self.warnings_json,
         )
+        self.stats = ProcessStats(
+            lambda: {s.name: s.pid for s in self.supervisor.all_servers() if s.pid is not None}
+        )
+        self.supervisor.snapshot_extras["resources"] = lambda: {
+            name: {"cpu_percent": usage.cpu_percent, "rss_bytes": usage.rss_bytes}
+            for name, usage in self.stats.usage.items()
+        }
+        self.watcher = ConfigWatcher(self.supervisor, config.path)
+        #: Set by the GUI: brings the window up when a second launch asks.
+        self.on_raise: Callable[[], None] | None = None
         self.info: RuntimeInfo | None = None
         self.token = ""
         self._token_warning: str | None = None
@@ -88,6 +108,9 @@ class TrayService:
                 self.workers.own_warnings.append(token.warning)
             await self.supervisor.start()
             self.workers.start()
+            self.stats.start()
+            if self.watch_config:
+                self.watcher.start()
             sock = _bind_loopback(self.config.gateway_port)
             await self._serve(sock)
             self.info = self.instance.publish(sock.getsockname()[1], self.supervisor.owner)
@@ -112,6 +135,13 @@ class TrayService:
 
     def metrics(self) -> bytes:
         return self._metrics.render()
+
+    def raise_window(self) -> bool:
+        """A second launch asked for the window; False when headless."""
+        if self.on_raise is None:
+            return False
+        self.on_raise()
+        return True
 
     # ------------------------------------------------------ gateway hooks
 
@@ -149,6 +179,8 @@ class TrayService:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._serve_task, 5)
             self._server = None
+        await self.watcher.aclose()
+        await self.stats.aclose()
         await self.gateway.aclose()
         if self.workers is not None:
             await self.workers.aclose()

@@ -77,6 +77,11 @@ class WorkerWatch:
             registry, problem = None, f"registry: {exc}"
         return cls(registry, publish, registry_problem=problem, **kwargs)
 
+    @property
+    def http_sessions(self) -> int:
+        """Rows this process heartbeats (direct HTTP client sessions)."""
+        return len(self._http)
+
     def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._refresh_loop(), name="mcp-tray:workers"),

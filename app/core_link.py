@@ -1,0 +1,63 @@
+"""Where core events become Qt signals.
+
+The core calls subscribers synchronously on its event loop (the same loop Qt
+runs under qasync). A burst of core events (a respawn emits several) is
+folded into one ``changed`` signal per event-loop turn, so views rebuild
+once; stderr lines pass through one by one for the Logs tab.
+"""
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from core.snapshot import Event, TraySnapshot
+from core.supervisor import Supervisor
+
+#: How long events are gathered before views hear of them.
+COALESCE_MS = 50
+
+
+class CoreLink(QObject):
+    #: The snapshot changed; the kinds of events folded into this one.
+    changed = Signal(object, object)
+    #: (server, line) as the child wrote it to stderr.
+    stderr = Signal(str, str)
+    #: (kind, server, text) for notifications: a park, a trip, a refused reload.
+    alert = Signal(str, str, str)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        super().__init__()
+        self.supervisor = supervisor
+        self._kinds: set[str] = set()
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(COALESCE_MS)
+        self._timer.timeout.connect(self._flush)
+        self._unsubscribe = supervisor.subscribe(self._on_event)
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self._timer.stop()
+
+    def snapshot(self) -> TraySnapshot:
+        return self.supervisor.snapshot()
+
+    def _on_event(self, event: Event) -> None:
+        if event.kind == "stderr":
+            self.stderr.emit(event.server or "", event.text or "")
+            return
+        if (
+            event.kind == "state"
+            and event.snapshot is not None
+            and event.snapshot.state.value == "parked"
+        ):
+            self.alert.emit("parked", event.server or "", event.snapshot.parked_reason or "")
+        elif event.kind == "sessions" and (event.text or "").startswith("tripped"):
+            self.alert.emit("tripped", event.server or "", event.text or "")
+        elif event.kind == "config" and event.text and not event.text.startswith("reloaded"):
+            self.alert.emit("config", "", event.text)
+        self._kinds.add(event.kind)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _flush(self) -> None:
+        kinds, self._kinds = self._kinds, set()
+        self.changed.emit(self.snapshot(), kinds)

@@ -1,0 +1,275 @@
+"""Thin table models fed from core snapshots (vorta's habit, plus per-row updates).
+
+Each model keeps rows keyed by a stable id. ``set_rows`` inserts new rows,
+removes gone ones, and emits ``dataChanged`` only for the cells that
+changed, so views keep their selection and sort; nothing ever resets a
+model. ``tick(now)`` recomputes only the time-derived cells (ages, uptime)
+and emits ``dataChanged`` for exactly the rows whose text changed.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+from core.snapshot import ServerSnapshot
+
+Row = dict[str, Any]
+Index = QModelIndex | QPersistentModelIndex
+
+
+def human_bytes(value: int | None) -> str:
+    if not value:
+        return ""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def human_age(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class RowModel(QAbstractTableModel):
+    #: (key in the row dict, header) per column.
+    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: Columns whose text depends on the time (recomputed by ``tick``).
+    TICKING: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[Row] = []
+        self._keys: list[str] = []
+        self._text: list[list[str]] = []
+        self._now: float = time.time()
+
+    # --------------------------------------------------------------- Qt API
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt's own signature
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.COLUMNS)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text[index.row()][index.column()]
+        if role == Qt.ItemDataRole.UserRole:
+            return self._keys[index.row()]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.tooltip(self._rows[index.row()], self.COLUMNS[index.column()][0])
+        return None
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section][1]
+        return None
+
+    # ------------------------------------------------------------- feeding
+
+    def key(self, row: Row) -> str:
+        raise NotImplementedError
+
+    def text(self, row: Row, column: str) -> str:
+        value = row.get(column)
+        return "" if value is None else str(value)
+
+    def tooltip(self, row: Row, column: str) -> str | None:
+        return None
+
+    def row(self, key: str) -> Row | None:
+        try:
+            return self._rows[self._keys.index(key)]
+        except ValueError:
+            return None
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def _render(self, row: Row) -> list[str]:
+        return [self.text(row, column) for column, _ in self.COLUMNS]
+
+    def set_rows(self, rows: Sequence[Row], now: float | None = None) -> None:
+        if now is not None:
+            self._now = now
+        incoming = {self.key(row): row for row in rows}
+        for position in range(len(self._keys) - 1, -1, -1):
+            if self._keys[position] not in incoming:
+                self.beginRemoveRows(QModelIndex(), position, position)
+                del self._rows[position], self._keys[position], self._text[position]
+                self.endRemoveRows()
+        for key, row in incoming.items():
+            if key in self._keys:
+                position = self._keys.index(key)
+                self._rows[position] = row
+                self._refresh(position)
+            else:
+                position = len(self._rows)
+                self.beginInsertRows(QModelIndex(), position, position)
+                self._rows.append(row)
+                self._keys.append(key)
+                self._text.append(self._render(row))
+                self.endInsertRows()
+
+    def tick(self, now: float) -> int:
+        """Re-render the time-derived cells; returns how many rows changed."""
+        self._now = now
+        changed = 0
+        ticking = [i for i, (column, _) in enumerate(self.COLUMNS) if column in self.TICKING]
+        for position in range(len(self._rows)):
+            if self._refresh(position, only=ticking):
+                changed += 1
+        return changed
+
+    def _refresh(self, position: int, only: list[int] | None = None) -> bool:
+        fresh = self._render(self._rows[position])
+        old = self._text[position]
+        columns = only if only is not None else range(len(fresh))
+        dirty = [c for c in columns if fresh[c] != old[c]]
+        for c in dirty:
+            old[c] = fresh[c]
+        if dirty:
+            self.dataChanged.emit(
+                self.index(position, min(dirty)),
+                self.index(position, max(dirty)),
+                [Qt.ItemDataRole.DisplayRole],
+            )
+        return bool(dirty)
+
+
+class ServersModel(RowModel):
+    COLUMNS = (
+        ("name", "Server"),
+        ("state", "State"),
+        ("pid", "PID"),
+        ("generation", "Gen"),
+        ("uptime", "Uptime"),
+        ("restarts", "Restarts"),
+        ("breaker", "Breaker"),
+        ("cpu", "CPU %"),
+        ("rss", "RSS"),
+        ("last_error", "Last error"),
+    )
+    TICKING = frozenset({"uptime"})
+
+    def key(self, row: Row) -> str:
+        return str(row["name"])
+
+    def text(self, row: Row, column: str) -> str:
+        if column == "uptime":
+            started = row.get("started_at")
+            return human_age(self._now - started) if started else ""
+        if column == "cpu":
+            cpu = row.get("cpu_percent")
+            return "" if cpu is None else f"{cpu:.1f}"
+        if column == "rss":
+            return human_bytes(row.get("rss_bytes"))
+        if column == "last_error":
+            return str(row.get("parked_reason") or row.get("last_error") or "")
+        return super().text(row, column)
+
+    def tooltip(self, row: Row, column: str) -> str | None:
+        if column in ("last_error", "state"):
+            return str(row.get("parked_reason") or row.get("last_error") or row.get("state"))
+        if column == "name":
+            return str(row.get("command", ""))
+        return None
+
+
+def server_rows(
+    servers: Sequence[ServerSnapshot], resources: dict[str, dict[str, Any]]
+) -> list[Row]:
+    rows = []
+    for server in servers:
+        row = server.to_json()
+        row.update(resources.get(server.name, {}))
+        rows.append(row)
+    return rows
+
+
+class WorkersModel(RowModel):
+    COLUMNS = (
+        ("client_name", "Client"),
+        ("session_id", "Session"),
+        ("server", "Server"),
+        ("pid", "PID"),
+        ("age", "Heartbeat age"),
+        ("ttl_seconds", "TTL"),
+        ("status", "Status"),
+    )
+    TICKING = frozenset({"age", "status"})
+
+    def key(self, row: Row) -> str:
+        return str(row["worker_identity"])
+
+    def _age(self, row: Row) -> float | None:
+        stamp = row.get("last_heartbeat_at")
+        if not stamp:
+            return None
+        return self._now - datetime.fromisoformat(str(stamp)).timestamp()
+
+    def text(self, row: Row, column: str) -> str:
+        if column == "age":
+            return human_age(self._age(row))
+        if column == "ttl_seconds":
+            return f"{row.get('ttl_seconds', 0):g} s"
+        if column == "status":
+            status = str(row.get("status") or ("live" if row.get("live") else "stale"))
+            age, ttl = self._age(row), row.get("ttl_seconds")
+            # Between registry reads the clock keeps going: a row past its
+            # TTL is shown stale now, not at the next refresh.
+            if status == "live" and age is not None and ttl is not None and age > float(ttl):
+                return "stale"
+            return status
+        return super().text(row, column)
+
+
+class SessionsModel(RowModel):
+    COLUMNS = (
+        ("client", "Client"),
+        ("server", "Server"),
+        ("requests", "Requests"),
+        ("consecutive_failures", "Failures"),
+        ("breaker", "Breaker"),
+        ("kind", "Via"),
+        ("id", "Session"),
+    )
+
+    def key(self, row: Row) -> str:
+        return str(row["id"])
+
+    def tooltip(self, row: Row, column: str) -> str | None:
+        return str(row.get("last_error") or "") or None
+
+
+class WarningsModel(RowModel):
+    COLUMNS = (
+        ("family", "Family"),
+        ("subject", "Key or process"),
+        ("message", "Message"),
+        ("fix", "Fix"),
+    )
+
+    def key(self, row: Row) -> str:
+        return str(
+            row.get("text") or f"{row.get('family')}|{row.get('subject')}|{row.get('message')}"
+        )
+
+
+ModelFeeder = Callable[[RowModel], None]

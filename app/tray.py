@@ -1,0 +1,166 @@
+"""The tray icon: colour, tooltip, a menu rebuilt each time it opens, notifications."""
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from app.core_link import CoreLink
+from app.icons import tray_icon
+from app.status import TrayStatus, tray_status
+from core.snapshot import TraySnapshot
+from core.states import ServerState
+
+#: At most one notification per server (or per kind) in this many seconds.
+NOTIFY_EVERY_SECONDS: Final = 60.0
+
+Launch = Callable[[Coroutine[Any, Any, Any]], None]
+
+
+class Notifier:
+    """Rate limit for tray messages, on an injected clock."""
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, every: float = NOTIFY_EVERY_SECONDS
+    ) -> None:
+        self._clock = clock
+        self._every = every
+        self._last: dict[str, float] = {}
+
+    def allow(self, key: str) -> bool:
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._every:
+            return False
+        self._last[key] = now
+        return True
+
+
+def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> None:
+    """Fill ``menu`` from ``snapshot`` (called on every aboutToShow)."""
+    menu.clear()
+    status = tray_status(snapshot)
+    header = menu.addAction(status.tooltip)
+    header.setEnabled(False)
+    menu.addSeparator()
+    if not snapshot.servers:
+        empty = menu.addAction("No servers configured")
+        empty.setEnabled(False)
+    for server in snapshot.servers:
+        sub = menu.addMenu(f"{server.name} — {server.state.value}")
+        sub.setObjectName(f"server:{server.name}")
+        respawn = sub.addAction("Respawn")
+        respawn.triggered.connect(lambda _=False, n=server.name: actions.respawn(n))
+        stop = sub.addAction("Stop")
+        stop.setEnabled(server.state is not ServerState.STOPPED)
+        stop.triggered.connect(lambda _=False, n=server.name: actions.stop(n))
+        start = sub.addAction("Start")
+        start.setEnabled(server.state is ServerState.STOPPED)
+        start.triggered.connect(lambda _=False, n=server.name: actions.start(n))
+        log = sub.addAction("Open log")
+        log.triggered.connect(lambda _=False, path=server.log_path: actions.open_log(path))
+    menu.addSeparator()
+    tripped = [s for s in snapshot.extra.get("sessions") or [] if s.get("breaker") == "tripped"]
+    reset = menu.addAction(f"Reset tripped sessions ({len(tripped)})")
+    reset.setEnabled(bool(tripped))
+    reset.triggered.connect(lambda _=False: actions.reset_all())
+    menu.addSeparator()
+    menu.addAction("Open window").triggered.connect(lambda _=False: actions.open_window())
+    menu.addAction("Quit").triggered.connect(lambda _=False: actions.quit())
+
+
+class TrayActions:
+    """What the menu's entries do; each core call runs as a task on the loop."""
+
+    def __init__(
+        self, service: Any, open_window: Callable[[], None], quit_app: Callable[[], None]
+    ) -> None:
+        self._service = service
+        self._open_window = open_window
+        self._quit = quit_app
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def _launch(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def respawn(self, name: str) -> None:
+        self._launch(self._service.supervisor.respawn(name))
+
+    def stop(self, name: str) -> None:
+        self._launch(self._service.supervisor.stop_server(name))
+
+    def start(self, name: str) -> None:
+        self._launch(self._service.supervisor.start_server(name))
+
+    def reset_all(self) -> None:
+        self._service.sessions.reset_all()
+
+    def open_log(self, path: str) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+    def open_window(self) -> None:
+        self._open_window()
+
+    def quit(self) -> None:
+        self._quit()
+
+
+class TrayController:
+    def __init__(
+        self, link: CoreLink, actions: TrayActions, notifier: Notifier | None = None
+    ) -> None:
+        self.link = link
+        self.actions = actions
+        self.notifier = notifier or Notifier()
+        self.icon = QSystemTrayIcon()
+        self.menu = QMenu()
+        self.menu.aboutToShow.connect(self._rebuild)
+        self.icon.setContextMenu(self.menu)
+        self.icon.activated.connect(self._activated)
+        self.status: TrayStatus | None = None
+        link.changed.connect(self.update)
+        link.alert.connect(self._alert)
+        self.update(link.snapshot(), set())
+
+    def show(self) -> None:
+        self.icon.show()
+
+    def update(self, snapshot: TraySnapshot, kinds: object = None) -> None:
+        status = tray_status(snapshot)
+        if status != self.status:
+            self.status = status
+            self.icon.setIcon(tray_icon(status.colour))
+            self.icon.setToolTip(status.tooltip)
+
+    def _rebuild(self) -> None:
+        build_menu(self.menu, self.link.snapshot(), self.actions)
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason in (
+            QSystemTrayIcon.ActivationReason.Trigger,
+            QSystemTrayIcon.ActivationReason.DoubleClick,
+        ):
+            self.actions.open_window()
+
+    def _alert(self, kind: str, server: str, text: str) -> None:
+        if not self.notifier.allow(f"{kind}:{server}"):
+            return
+        if kind == "parked":
+            title, body = (
+                f"{server} parked",
+                f"{text}. Respawn it from the mcp-tray menu when fixed.",
+            )
+        elif kind == "tripped":
+            title, body = (
+                "A client session tripped",
+                "It failed 3 times in a row. Reset it from the mcp-tray window.",
+            )
+        else:
+            title, body = "Config edit refused", text
+        self.icon.showMessage(title, body, QSystemTrayIcon.MessageIcon.Warning, 8000)

@@ -1,0 +1,117 @@
+"""The tray colour rule and tooltip, for every combination that matters.
+
+Strategy: build TraySnapshots by hand (the function is pure) and check the
+worst state wins, with a tooltip that says why in one line.
+"""
+
+from typing import Any
+
+import pytest
+
+from app.status import TOOLTIP_MAX, TrayColour, tray_status
+from core.snapshot import ServerSnapshot, TraySnapshot
+from core.states import BreakerState, ServerState
+
+
+def server(name: str, state: ServerState, reason: str | None = None) -> ServerSnapshot:
+    return ServerSnapshot(
+        name=name,
+        state=state,
+        pid=100
+        if state in (ServerState.READY, ServerState.DEGRADED, ServerState.STARTING)
+        else None,
+        generation=1,
+        restarts=0,
+        breaker=BreakerState.CLOSED,
+        breaker_failures=0,
+        last_error=None,
+        parked_reason=reason,
+        started_at=None,
+        unproven_drops=0,
+        command="x",
+        sharing="shared",
+        log_path="/tmp/x.log",
+    )
+
+
+def snapshot(
+    *servers: ServerSnapshot, config_error: str | None = None, **extra: Any
+) -> TraySnapshot:
+    return TraySnapshot(
+        "0", "/home/u/.config/mcp-tray/config.json", tuple(servers), config_error, extra
+    )
+
+
+READY = server("a", ServerState.READY)
+
+
+@pytest.mark.parametrize(
+    ("snap", "colour", "words"),
+    [
+        (snapshot(), TrayColour.GREY, "no servers configured"),
+        (snapshot(server("a", ServerState.STOPPED)), TrayColour.GREY, "all 1 servers stopped"),
+        (snapshot(READY, server("b", ServerState.READY)), TrayColour.GREEN, "2 servers ready"),
+        (snapshot(READY, server("b", ServerState.STARTING)), TrayColour.AMBER, "b starting"),
+        (snapshot(READY, server("b", ServerState.EXITED)), TrayColour.AMBER, "b respawning"),
+        (
+            snapshot(READY, server("b", ServerState.DEGRADED)),
+            TrayColour.AMBER,
+            "b not answering pings",
+        ),
+        (
+            snapshot(READY, workers=[{"live": False, "status": "stale"}]),
+            TrayColour.AMBER,
+            "1 stale worker",
+        ),
+        (
+            snapshot(READY, workers=[{"live": True, "status": "fenced"}]),
+            TrayColour.AMBER,
+            "1 stale worker",
+        ),
+        (snapshot(READY, warnings=[{"family": "unsupported-env"}]), TrayColour.AMBER, "1 warning"),
+        (snapshot(READY, config_error="bad"), TrayColour.AMBER, "config edit refused"),
+        (
+            snapshot(READY, server("b", ServerState.PARKED, "kept dying")),
+            TrayColour.RED,
+            "b parked",
+        ),
+        (snapshot(READY, sessions=[{"breaker": "tripped"}]), TrayColour.RED, "1 session tripped"),
+        (
+            snapshot(
+                server("b", ServerState.PARKED), server("c", ServerState.STARTING), warnings=[{}]
+            ),
+            TrayColour.RED,
+            "b parked",
+        ),
+        (
+            snapshot(
+                server("c", ServerState.STARTING),
+                sessions=[{"breaker": "tripped"}, {"breaker": "tripped"}],
+            ),
+            TrayColour.RED,
+            "2 sessions tripped",
+        ),
+    ],
+)
+def test_the_worst_state_wins_and_the_tooltip_says_why(
+    snap: TraySnapshot, colour: TrayColour, words: str
+) -> None:
+    status = tray_status(snap)
+    assert status.colour is colour
+    assert words in status.tooltip
+    assert "\n" not in status.tooltip
+    assert status.tooltip.startswith("mcp-tray: ")
+
+
+def test_a_live_worker_and_a_closed_session_change_nothing() -> None:
+    status = tray_status(
+        snapshot(
+            READY, workers=[{"live": True, "status": "live"}], sessions=[{"breaker": "closed"}]
+        )
+    )
+    assert status.colour is TrayColour.GREEN
+
+
+def test_the_tooltip_stays_one_short_line() -> None:
+    many = [server(f"server-with-a-long-name-{i}", ServerState.PARKED) for i in range(20)]
+    assert len(tray_status(snapshot(*many)).tooltip) <= TOOLTIP_MAX

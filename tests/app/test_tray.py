@@ -1,0 +1,75 @@
+"""The tray menu, built from a snapshot each time it opens, and the notification limit.
+
+Strategy: a real QMenu filled by build_menu from hand-made snapshots; its
+actions are triggered to check they reach the (recording) actions object.
+"""
+
+from typing import Any
+
+from PySide6.QtWidgets import QMenu
+from pytestqt.qtbot import QtBot
+
+from app.tray import Notifier, build_menu
+from core.states import ServerState
+from tests.app.test_status import server, snapshot
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: self.calls.append((name, args))
+
+
+def titles(menu: QMenu) -> list[str]:
+    return [action.text() for action in menu.actions() if not action.isSeparator()]
+
+
+def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot: QtBot) -> None:
+    menu = QMenu()
+    actions = Recording()
+    snap = snapshot(
+        server("notes", ServerState.READY),
+        server("fragile", ServerState.STOPPED),
+        sessions=[{"breaker": "tripped"}, {"breaker": "closed"}, {"breaker": "tripped"}],
+    )
+
+    build_menu(menu, snap, actions)  # type: ignore[arg-type]
+
+    entries = titles(menu)
+    assert "notes — ready" in entries and "fragile — stopped" in entries
+    assert "Reset tripped sessions (2)" in entries
+    assert entries[-2:] == ["Open window", "Quit"]
+    notes = next(a.menu() for a in menu.actions() if a.text() == "notes — ready")
+    assert titles(notes) == ["Respawn", "Stop", "Start", "Open log"]
+    assert [a.isEnabled() for a in notes.actions()] == [True, True, False, True]
+    fragile = next(a.menu() for a in menu.actions() if a.text() == "fragile — stopped")
+    assert [a.isEnabled() for a in fragile.actions()] == [True, False, True, True]
+
+    notes.actions()[0].trigger()
+    fragile.actions()[2].trigger()
+    next(a for a in menu.actions() if a.text().startswith("Reset tripped")).trigger()
+    assert actions.calls == [("respawn", ("notes",)), ("start", ("fragile",)), ("reset_all", ())]
+
+
+def test_rebuilding_replaces_the_old_entries(qtbot: QtBot) -> None:
+    menu = QMenu()
+    build_menu(menu, snapshot(server("a", ServerState.READY)), Recording())  # type: ignore[arg-type]
+    build_menu(menu, snapshot(), Recording())  # type: ignore[arg-type]
+    entries = titles(menu)
+    assert "No servers configured" in entries
+    assert not any(e.startswith("a —") for e in entries)
+    assert "Reset tripped sessions (0)" in entries
+
+
+def test_notifications_are_limited_to_one_per_key_per_minute() -> None:
+    now = [1000.0]
+    notifier = Notifier(clock=lambda: now[0])
+    assert notifier.allow("parked:a")
+    assert not notifier.allow("parked:a")
+    assert notifier.allow("parked:b")
+    now[0] += 59
+    assert not notifier.allow("parked:a")
+    now[0] += 1
+    assert notifier.allow("parked:a")
