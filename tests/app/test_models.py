@@ -137,7 +137,10 @@ def test_servers_show_state_uptime_resources_and_the_parked_reason() -> None:
         now=now,
     )
     columns = [c for c, _ in ServersModel.COLUMNS]
-    cell = lambda row, col: model.data(model.index(row, columns.index(col)))  # noqa: E731
+
+    def cell(row: int, col: str) -> Any:
+        return model.data(model.index(row, columns.index(col)))
+
     assert cell(0, "uptime") == "1 h 02 min"
     assert cell(0, "cpu") == "1.2" or cell(0, "cpu") == "1.3"
     assert cell(0, "rss") == "50.0 MiB"

@@ -26,6 +26,12 @@ def titles(menu: QMenu) -> list[str]:
     return [action.text() for action in menu.actions() if not action.isSeparator()]
 
 
+def submenu(menu: QMenu, title: str) -> QMenu:
+    found = next(a.menu() for a in menu.actions() if a.text() == title)
+    assert isinstance(found, QMenu)
+    return found
+
+
 def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot: QtBot) -> None:
     menu = QMenu()
     actions = Recording()
@@ -41,10 +47,10 @@ def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot
     assert "notes — ready" in entries and "fragile — stopped" in entries
     assert "Reset tripped sessions (2)" in entries
     assert entries[-2:] == ["Open window", "Quit"]
-    notes = next(a.menu() for a in menu.actions() if a.text() == "notes — ready")
+    notes = submenu(menu, "notes — ready")
     assert titles(notes) == ["Respawn", "Stop", "Start", "Open log"]
     assert [a.isEnabled() for a in notes.actions()] == [True, True, False, True]
-    fragile = next(a.menu() for a in menu.actions() if a.text() == "fragile — stopped")
+    fragile = submenu(menu, "fragile — stopped")
     assert [a.isEnabled() for a in fragile.actions()] == [True, False, True, True]
 
     notes.actions()[0].trigger()
