@@ -123,7 +123,9 @@ async def test_clicking_reset_clears_a_session_tripped_through_the_real_breaker(
                 QTest.mouseClick(window.reset_button, Qt.MouseButton.LeftButton)
                 await wait_until(lambda: not session.tripped, what="the reset")
                 await wait_until(
-                    lambda: (window.sessions.model.row(session.id) or {}).get("breaker") == "closed",
+                    lambda: (
+                        (window.sessions.model.row(session.id) or {}).get("breaker") == "closed"
+                    ),
                     what="the row to say closed",
                 )
                 after = await client.call_tool("x", {})
