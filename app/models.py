@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
+from core.identity import client_display_name
 from core.snapshot import ServerSnapshot
 
 Row = dict[str, Any]
@@ -225,6 +226,8 @@ class WorkersModel(RowModel):
         return self._now - datetime.fromisoformat(str(stamp)).timestamp()
 
     def text(self, row: Row, column: str) -> str:
+        if column == "client_name":
+            return client_display_name(str(row.get("client_name") or ""))
         if column == "age":
             return human_age(self._age(row))
         if column == "ttl_seconds":

@@ -191,7 +191,7 @@ class WorkerWatch:
     def warnings_json(self) -> list[dict[str, Any]]:
         items = [
             {
-                "family": d.family,
+                "family": d.family.rstrip(":"),
                 "subject": d.subject,
                 "message": d.message,
                 "fix": d.fix,
