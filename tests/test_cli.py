@@ -329,3 +329,24 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
     assert cli(tray.home, "reset", "no-such-session").returncode == 1
     all_reset = cli(tray.home, "reset", "--all")
     assert all_reset.returncode == 0 and "reset 0 tripped" in all_reset.stdout
+
+
+def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: Any) -> None:
+    tray = headless({"mcpServers": {}})
+    tray.wait_for(lambda: cli(tray.home, "status").returncode == 0, "the first instance")
+    env = dict(os.environ, MCP_TRAY_HOME=str(tray.home), DISPLAY=":0", QT_QPA_PLATFORM="offscreen")
+    env.pop("MCP_TRAY_HEADLESS", None)
+
+    second = subprocess.run(
+        [sys.executable, "-m", "core.cli"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+    assert second.returncode == 0, second.stderr
+    assert "already running" in second.stderr
+    assert "headless" in second.stderr  # the first one has no window to raise
+    assert tray.proc.poll() is None
