@@ -37,5 +37,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/registry.py
 
+# The one-folder desktop bundle dist/mcp-tray/ (PyInstaller), then its smoke
+# test. Not part of `test`: it downloads PyInstaller and takes a minute or two.
+bundle: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bundle]'
+	$(BIN)/pyinstaller --noconfirm --distpath dist --workpath build packaging/mcp-tray.spec
+	sh packaging/smoke_test.sh dist/mcp-tray/mcp-tray $(DEMO)
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

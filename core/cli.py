@@ -129,6 +129,19 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check the environment and the registry's workers")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.add_argument("--config", type=Path, help="config file to check for literal secrets")
+
+    desktop = commands.add_parser(
+        "install-desktop", help="add mcp-tray to the desktop's application menu (per user)"
+    )
+    desktop_mode = desktop.add_mutually_exclusive_group()
+    desktop_mode.add_argument(
+        "--autostart", action="store_true", help="also start mcp-tray when you log in"
+    )
+    desktop_mode.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="remove the menu entry, its icon and the autostart entry",
+    )
     return parser
 
 
@@ -493,6 +506,25 @@ def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
     return run_import(args, paths)
 
 
+def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
+    from core.desktop_entry import install, uninstall
+
+    try:
+        if args.uninstall:
+            result = uninstall()
+            for path in result.removed:
+                print(f"removed {path}")
+            if not result.removed:
+                print("nothing to remove: no mcp-tray desktop entry was installed")
+            return EXIT_OK
+        result = install(autostart=args.autostart)
+    except OSError as exc:
+        raise CliError(f"cannot write the desktop entry: {exc}") from None
+    for path in result.written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
 _HANDLERS: dict[str, "Callable[[argparse.Namespace, Paths], int]"] = {
     "connect": cmd_connect,
     "token": cmd_token,
@@ -510,6 +542,7 @@ _HANDLERS: dict[str, "Callable[[argparse.Namespace, Paths], int]"] = {
     "logs": cmd_logs,
     "workers": cmd_workers,
     "doctor": cmd_doctor,
+    "install-desktop": cmd_install_desktop,
 }
 
 

@@ -9,6 +9,13 @@ Values of ``command``, ``args`` and ``cwd`` may use ``${python}`` (the
 interpreter running mcp-tray, so bundled Python servers work from any venv),
 ``${configDir}`` (the folder of the config file) and ``${env:NAME}``. An env
 value may hold ``${keyring:NAME}``, resolved from the OS keyring at spawn.
+
+In the frozen one-folder bundle (``make bundle``) no Python interpreter
+exists: ``sys.executable``, and so ``${python}``, is the bundle's ``mcp-tray``
+launcher. Given a ``*.py`` file as its first argument the launcher runs that
+script with the bundle's own Python and packages (``mcp`` included; see
+packaging/entry.py), so the demo servers run from the bundle. A server that
+needs other packages must name its own interpreter in ``command``.
 """
 
 import difflib

@@ -196,7 +196,6 @@ class ManagedServer:
         #: the first one's stop contract short.
         self._lifecycle = asyncio.Lock()
         self._respawn_now = asyncio.Event()
-        self._unpark = asyncio.Event()
         self._changed = asyncio.Event()
         #: Server->client request routers of calls in flight, newest last.
         self._routers: dict[int, ServerRequestRouter] = {}
@@ -330,16 +329,9 @@ class ManagedServer:
             await self._backoff(delay)
 
     async def _wait_parked(self) -> None:
-        self._unpark.clear()
-        waker = asyncio.ensure_future(self._unpark.wait())
-        probe = asyncio.ensure_future(
-            self._clock.sleep_until(self._clock.monotonic() + self.timing.self_probe)
-        )
-        try:
-            await asyncio.wait([waker, probe], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waker.cancel()
-            probe.cancel()
+        # Respawn and config edits wake a parked server by replacing this
+        # task (``_relaunch_now``); left alone, it probes once in a while.
+        await self._clock.sleep(self.timing.self_probe)
         self.log("self-probe: trying one start while parked")
         self.budget.grant_one()
 
@@ -386,8 +378,7 @@ class ManagedServer:
             self.log(f"generation {run.generation} failed to start: {exc.reason}")
             self._broadcast()
             if exc.permanent:
-                self.parked_reason = exc.reason
-                self._change_state(S.PARKED, f"cannot start: {exc.reason}")
+                self._park(exc.reason)
             else:
                 self._change_state(S.EXITED, f"failed to start: {exc.reason}")
                 self._account_end(run)
