@@ -22,7 +22,13 @@ gateway and bridge block the tray's own ``/metrics`` histogram
 (``mcp_tray_call_seconds``, fed by ``ManagedServer.request``) is read, so the
 report also splits the mean into "inside the tray's call path" (call path,
 SDK dispatcher, pipes, echo child) and "outside it" (client transport, HTTP,
-streamable server, gateway, and for the bridge the relay process).
+streamable server, gateway, and for the bridge the relay process). The
+CPU time (user + system) of every process in a call's chain is also taken
+around each block (psutil): the chain is serial, so on a small busy machine
+the mean wall time is close to the sum, and the split shows which process
+the added time is spent in. The tray runs with the "fail" keyring backend,
+so its token stays in the private home and the user's OS keyring is never
+touched.
 
 Target (issue): < 1 ms p50 added over direct, for the gateway and the
 bridge. Figures are reported, not asserted: the exit code is 0 unless the
@@ -52,6 +58,7 @@ from typing import IO, Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
+import psutil
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
@@ -97,6 +104,8 @@ class Tray:
         self._log_file: IO[bytes] | None = None
         self.url = ""
         self.token = ""
+        #: pid of the tray's own echo.py child, from ``status --json``.
+        self.server_pid: int | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -149,10 +158,11 @@ class Tray:
             status = self.cli("status", "--json")
             if status.returncode == 0:
                 body = json.loads(status.stdout)
-                states = {s.get("name"): s.get("state") for s in body.get("servers", [])}
-                last = f"servers {states}"
-                if states.get(SERVER) == "ready":
+                servers = {s.get("name"): s for s in body.get("servers", [])}
+                last = f"servers { {name: s.get('state') for name, s in servers.items()} }"
+                if servers.get(SERVER, {}).get("state") == "ready":
                     self.url = str(body["gateway"]["url"]).rstrip("/")
+                    self.server_pid = servers[SERVER].get("pid")
                     break
             else:
                 last = (status.stderr or status.stdout).strip()
@@ -202,11 +212,24 @@ class Tray:
 class Client:
     name: str
     session: ClientSession
+    #: The processes one call of this client runs through, by role.
+    processes: dict[str, psutil.Process]
     #: Seconds per timed call.
     samples: list[float] = field(default_factory=list)
     #: Seconds spent inside the tray's call path during this client's timed blocks.
     tray_seconds: float = 0.0
     tray_calls: int = 0
+    #: CPU seconds (user + system) per role during this client's timed blocks.
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def _cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
+    seconds: dict[str, float] = {}
+    for role, process in processes.items():
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            seconds[role] = times.user + times.system
+    return seconds
 
 
 def _check(result: object) -> None:
@@ -242,11 +265,18 @@ async def _tray_call_path(http: httpx2.AsyncClient, url: str) -> tuple[float, in
 async def _session(
     stack: contextlib.AsyncExitStack,
     streams: contextlib.AbstractAsyncContextManager[tuple[Any, Any]],
-) -> ClientSession:
+) -> tuple[ClientSession, psutil.Process | None]:
+    """An initialized session, and the child process its transport spawned (if any)."""
+    before = {child.pid for child in psutil.Process().children()}
     read, write = await stack.enter_async_context(streams)
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
-    return session
+    spawned = [child for child in psutil.Process().children() if child.pid not in before]
+    return session, spawned[0] if len(spawned) == 1 else None
+
+
+def _roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Process]:
+    return {role: process for role, process in processes.items() if process is not None}
 
 
 async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, Client]:
@@ -261,18 +291,18 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
         scrape = await stack.enter_async_context(
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30))
         )
-        direct = await _session(
+        direct, direct_echo = await _session(
             stack,
             stdio_client(
                 StdioServerParameters(command=sys.executable, args=[str(ECHO_SCRIPT)]),
                 errlog=errlog,
             ),
         )
-        gateway = await _session(
+        gateway, _ = await _session(
             stack, streamable_http_client(f"{tray.url}/mcp/{SERVER}", http_client=http)
         )
         bridge_env = {**tray.env, "MCP_TRAY_CLIENT": "bench"}
-        bridge = await _session(
+        bridge, bridge_process = await _session(
             stack,
             stdio_client(
                 StdioServerParameters(
@@ -284,10 +314,30 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
                 errlog=errlog,
             ),
         )
+        me = psutil.Process()
+        assert tray.process is not None
+        tray_process = psutil.Process(tray.process.pid)
+        tray_echo = psutil.Process(tray.server_pid) if tray.server_pid else None
+        # The processes one call runs through; "client" is this bench process (the SDK client).
         clients = {
-            "direct": Client("direct", direct),
-            "gateway": Client("gateway", gateway),
-            "bridge": Client("bridge", bridge),
+            "direct": Client("direct", direct, _roles({"client": me, "echo.py": direct_echo})),
+            "gateway": Client(
+                "gateway",
+                gateway,
+                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            ),
+            "bridge": Client(
+                "bridge",
+                bridge,
+                _roles(
+                    {
+                        "client": me,
+                        "bridge": bridge_process,
+                        "tray": tray_process,
+                        "echo.py": tray_echo,
+                    }
+                ),
+            ),
         }
         for client in clients.values():
             await _warm(client, warmup)
@@ -303,7 +353,12 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
                 through_tray = client.name != "direct"
                 if through_tray:
                     before = await _tray_call_path(scrape, tray.url)
+                cpu_before = _cpu_seconds(client.processes)
                 await _timed_block(client, size)
+                cpu_after = _cpu_seconds(client.processes)
+                for role, seconds in cpu_after.items():
+                    if role in cpu_before:
+                        client.cpu[role] = client.cpu.get(role, 0.0) + seconds - cpu_before[role]
                 if through_tray:
                     after = await _tray_call_path(scrape, tray.url)
                     client.tray_seconds += after[0] - before[0]
@@ -361,6 +416,19 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
             f"{s.p99:>8.3f} {s.mean:>8.3f}{added}"
         )
     print()
+    print(
+        "  CPU per call, ms (user+sys of each process in the chain, from the OS; the chain is "
+        "serial, so on a busy small machine the mean wall time is close to the sum):"
+    )
+    for name in CLIENTS:
+        client = clients[name]
+        count = len(client.samples)
+        parts = "  ".join(
+            f"{role} {seconds / count * 1000:.3f}" for role, seconds in client.cpu.items()
+        )
+        total = sum(client.cpu.values()) / count * 1000
+        print(f"    {name:<8} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
+    print()
     print("  where the mean goes (tray /metrics: time inside ManagedServer.request per call):")
     for name in ("gateway", "bridge"):
         client = clients[name]
@@ -405,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tray-profile",
         type=Path,
         default=None,
-        help="run the tray under cProfile and write its stats to this file",
+        help="run the tray under cProfile and write its stats to this file (wall-clock "
+        "timer: time the tray is descheduled after waking a peer shows up in write/send)",
     )
     args = parser.parse_args(argv)
     if args.calls < 1 or args.block < 1 or args.warmup < 0:

@@ -23,13 +23,14 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
-import httpx
 import psutil
 
 from core import __version__
 from core.envvars import CLIENT_INSTANCE_ENV, CLIENT_NAME_ENV, CLIENT_SESSION_ENV
 from core.heartbeat import WorkerHeartbeatSupervisor, heartbeat_settings
+from core.http1 import HttpError, Pool, Response
 from core.identity import normalize_client_name, worker_identity
 from core.paths import Paths
 from core.registry import ROLE_BRIDGE, HeartbeatOutcome, RegistryFileError, WorkerRegistry
@@ -40,9 +41,6 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_NOT_RUNNING: Final = 3
 SESSION_HEADER: Final = "mcp-session-id"
-#: A tool call may legitimately run for a long time; the client decides.
-READ_TIMEOUT_SECONDS: Final = None
-CONNECT_TIMEOUT_SECONDS: Final = 10.0
 #: At stdin EOF, how long requests already sent may still deliver answers.
 DRAIN_SECONDS: Final = 2.0
 
@@ -140,13 +138,13 @@ class Attachment:
 
 
 class Relay:
+    """Stdin lines to POSTs, replies (JSON or SSE events) to stdout lines."""
+
     def __init__(self, url: str, headers: dict[str, str], out: asyncio.StreamWriter | Any) -> None:
-        self.url = url
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
-            limits=httpx.Limits(max_keepalive_connections=8),
-        )
+        parts = urlsplit(url)
+        self.path = parts.path
+        self._pool = Pool(parts.hostname or "127.0.0.1", parts.port or 80)
+        self._headers = headers
         self._out = out
         self._write_lock = asyncio.Lock()
         self.session_id: str | None = None
@@ -166,12 +164,17 @@ class Relay:
             *self._tasks, *([self._get_stream] if self._get_stream else []), return_exceptions=True
         )
         if self.session_id is not None:
-            with contextlib.suppress(httpx.HTTPError):
-                await self._client.delete(self.url, headers=self._session_headers(), timeout=2)
-        await self._client.aclose()
+            with contextlib.suppress(HttpError, OSError, TimeoutError):
+                async with asyncio.timeout(2):
+                    async with self._pool.request(
+                        "DELETE", self.path, self._session_headers()
+                    ) as reply:
+                        await reply.read()
+        self._pool.close()
 
     def _session_headers(self) -> dict[str, str]:
         headers = {
+            **self._headers,
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
         }
@@ -204,66 +207,70 @@ class Relay:
             message.get("id") if isinstance(message, dict) and "method" in message else None
         )
         try:
-            async with self._client.stream(
-                "POST", self.url, content=line, headers=self._session_headers()
+            async with self._pool.request(
+                "POST", self.path, self._session_headers(), line.strip()
             ) as reply:
                 if is_initialize:
                     self.session_id = reply.headers.get(SESSION_HEADER)
                 content_type = reply.headers.get("content-type", "")
                 if content_type.startswith("text/event-stream"):
                     await self._relay_events(reply)
-                elif reply.status_code == 202:
                     return
-                else:
-                    body = await reply.aread()
-                    if body:
-                        if is_initialize and reply.status_code == 200:
-                            self._note_version(body)
-                        await self.emit(body)
-                    elif request_id is not None:
-                        await self.emit(
-                            _error(
-                                request_id, -32603, f"mcp-tray answered HTTP {reply.status_code}"
-                            )
-                        )
-        except httpx.HTTPError as exc:
+                body = await reply.read()
+                if reply.status == 202:
+                    return
+                if body:
+                    if is_initialize and reply.status == 200:
+                        self._note_version(body)
+                    await self.emit(body)
+                elif request_id is not None:
+                    await self.emit(
+                        _error(request_id, -32603, f"mcp-tray answered HTTP {reply.status}")
+                    )
+        except (HttpError, OSError) as exc:
             if request_id is not None:
                 await self.emit(
                     _error(
                         request_id,
                         -32603,
-                        f"mcp-tray's gateway did not answer ({type(exc).__name__}); is mcp-tray still running?",
+                        f"mcp-tray's gateway did not answer ({exc}); is mcp-tray still running?",
                     )
                 )
             return
-        if is_initialize and self.session_id and self._get_stream is None:
-            self._get_stream = asyncio.get_running_loop().create_task(self._listen())
+        finally:
+            if is_initialize and self.session_id and self._get_stream is None:
+                self._get_stream = asyncio.get_running_loop().create_task(self._listen())
 
     def _note_version(self, body: bytes) -> None:
-        with contextlib.suppress(ValueError, AttributeError):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             self.protocol_version = json.loads(body)["result"]["protocolVersion"]
 
-    async def _relay_events(self, reply: httpx.Response) -> None:
-        data: list[str] = []
-        async for line in reply.aiter_lines():
-            if line.startswith("data:"):
-                data.append(line[5:].lstrip(" "))
-            elif not line and data:
-                await self.emit("\n".join(data).encode())
-                data = []
+    async def _relay_events(self, reply: Response) -> None:
+        buffer = b""
+        data: list[bytes] = []
+        async for chunk in reply.chunks():
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                text = raw.rstrip(b"\r")
+                if text.startswith(b"data:"):
+                    data.append(text[5:].lstrip(b" "))
+                elif not text and data:
+                    await self.emit(b"\n".join(data))
+                    data = []
         if data:
-            await self.emit("\n".join(data).encode())
+            await self.emit(b"\n".join(data))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
         while True:
             try:
                 headers = {**self._session_headers(), "accept": "text/event-stream"}
-                async with self._client.stream("GET", self.url, headers=headers) as reply:
-                    if reply.status_code != 200:
+                async with self._pool.request("GET", self.path, headers) as reply:
+                    if reply.status != 200:
                         return
                     await self._relay_events(reply)
-            except httpx.HTTPError:
+            except (HttpError, OSError):
                 pass
             await asyncio.sleep(1.0)
 

@@ -36,7 +36,6 @@ from core.errors import (
     CallTimedOut,
     ExitedAgain,
     ExitedMidCall,
-    ProtocolError,
     ServerParked,
     ServerStopped,
     SubprocessExited,
@@ -780,8 +779,6 @@ class ManagedServer:
                     raise ConnectionLost("the child exited while the call waited") from None
                 raise CallTimedOut(self.name, method, timeout or 0.0) from None
             raise UpstreamError(self.name, exc.code, exc.message, exc.data) from None
-        except ValueError as exc:
-            raise ProtocolError(self.name, str(exc)) from None
         self._prove(run)
         return result
 

@@ -34,6 +34,9 @@ from core.worker_watch import WorkerWatch
 
 logger = logging.getLogger(__name__)
 
+#: How long an idle HTTP connection stays open (uvicorn's default is 5 s).
+KEEP_ALIVE_SECONDS = 75
+
 
 class TrayService:
     def __init__(
@@ -161,7 +164,14 @@ class TrayService:
     async def _serve(self, sock: socket.socket) -> None:
         routes = [Route("/mcp/{server}", self.gateway), *control_routes(self)]
         app = build_app(routes, lambda: self.token)
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            # Bridges keep their connection between a client's calls.
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
         server = _QuietServer(config)
         self._server = server
         self._serve_task = asyncio.create_task(server.serve(sockets=[sock]), name="mcp-tray:http")

@@ -78,20 +78,60 @@ class Handler(Protocol):
 
 
 class RequestContext:
-    """One client request in flight: where related messages go."""
+    """One client request in flight: where related messages go.
+
+    The reply is a plain JSON body unless something related (progress, a
+    server->client request) has to reach the client first: the first such
+    message turns the reply into an SSE stream, written by a task that is
+    only created then, so the common call costs no extra task at all.
+    """
 
     def __init__(
-        self, session: "HttpSession", request_id: Any, params: Mapping[str, Any] | None
+        self,
+        session: "HttpSession",
+        request_id: Any,
+        params: Mapping[str, Any] | None,
+        send: Send | None = None,
     ) -> None:
         self.session = session
         self.request_id = request_id
         meta = (params or {}).get("_meta") or {}
         self.progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
-        #: Messages for this request's response stream, then the response itself.
-        self.outbox: asyncio.Queue[tuple[bool, dict[str, Any]]] = asyncio.Queue()
+        self._send = send
+        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     def related(self, message: dict[str, Any]) -> None:
-        self.outbox.put_nowait((False, message))
+        if self._send is None:
+            return  # initialize: no stream to carry it
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.get_running_loop().create_task(
+                self._stream(self._send, self._queue)
+            )
+        self._queue.put_nowait(message)
+
+    async def _stream(self, send: Send, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
+        await _start_sse(send, self.session.id)
+        while (item := await queue.get()) is not None:
+            await _event(send, item)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def finish(self, response: dict[str, Any]) -> None:
+        """Send the response: the JSON body, or the last event of the stream."""
+        assert self._send is not None
+        if self._queue is None or self._writer is None:
+            await _respond(
+                self._send,
+                200,
+                _dump(response),
+                "application/json",
+                {SESSION_HEADER: self.session.id},
+            )
+            return
+        self._queue.put_nowait(response)
+        self._queue.put_nowait(None)
+        await self._writer
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.progress_token is None:
@@ -113,7 +153,7 @@ class HttpSession:
         self.id = session_id
         self.protocol_version = protocol_version
         self.handler: Handler | None = None
-        self.in_flight: dict[Any, asyncio.Task[None]] = {}
+        self.in_flight: dict[Any, asyncio.Task[Any]] = {}
         self._client_requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
@@ -347,32 +387,17 @@ class StreamableHttp:
     ) -> None:
         handler = session.handler
         assert handler is not None
-        ctx = RequestContext(session, message["id"], message.get("params"))
-
-        async def run() -> None:
-            ctx.outbox.put_nowait((True, await _run(handler, ctx, method, message.get("params"))))
-
-        task = asyncio.create_task(run())
+        ctx = RequestContext(session, message["id"], message.get("params"), send)
+        task = asyncio.current_task()
+        assert task is not None
+        # notifications/cancelled cancels this very task; _run turns that into an answer.
         session.in_flight[message["id"]] = task
         try:
-            final, first = await _next(ctx, task)
-            if final:
-                await _respond(
-                    send, 200, _dump(first), "application/json", {SESSION_HEADER: session.id}
-                )
-                return
-            # Something related must reach the client before the answer: SSE.
-            await _start_sse(send, session.id)
-            await _event(send, first)
-            while True:
-                final, item = await _next(ctx, task)
-                await _event(send, item)
-                if final:
-                    break
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            response = await _run(handler, ctx, method, message.get("params"))
         finally:
             session.in_flight.pop(message["id"], None)
             session.last_active = time.monotonic()
+        await ctx.finish(response)
 
     async def _get(
         self,
@@ -444,6 +469,9 @@ async def _run(handler: Handler, ctx: RequestContext, method: str, params: Any) 
     except RpcError as exc:
         return _error_message(ctx.request_id, exc.code, exc.message, exc.data)
     except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # answered: the cancel request is consumed here
         return _error_message(ctx.request_id, INTERNAL_ERROR, "request cancelled")
     except Exception as exc:
         logger.exception("request %s failed", method)
@@ -458,22 +486,6 @@ def _error_message(request_id: Any, code: int, message: str, data: Any = None) -
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-async def _next(ctx: RequestContext, task: "asyncio.Task[None]") -> tuple[bool, dict[str, Any]]:
-    """The next item of a request's outbox (related messages, then the response)."""
-    if not ctx.outbox.empty():
-        return ctx.outbox.get_nowait()
-    getter = asyncio.ensure_future(ctx.outbox.get())
-    watched: list[asyncio.Future[Any]] = [getter, task]
-    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-    if getter.done():
-        return getter.result()
-    getter.cancel()
-    if not ctx.outbox.empty():
-        return ctx.outbox.get_nowait()
-    # The task ended without answering (it was cancelled before _run could).
-    return True, _error_message(ctx.request_id, INTERNAL_ERROR, "request cancelled")
 
 
 def _dump(message: Mapping[str, Any]) -> bytes:
