@@ -10,6 +10,7 @@ and emits ``dataChanged`` for exactly the rows whose text changed.
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
@@ -19,6 +20,12 @@ from core.snapshot import ServerSnapshot
 
 Row = dict[str, Any]
 Index = QModelIndex | QPersistentModelIndex
+
+
+@lru_cache(maxsize=4096)
+def _epoch(stamp: str) -> float:
+    """Registry timestamps, parsed once each (a thousand rows tick every second)."""
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def human_bytes(value: int | None) -> str:
@@ -54,6 +61,8 @@ class RowModel(QAbstractTableModel):
         self._rows: list[Row] = []
         self._keys: list[str] = []
         self._text: list[list[str]] = []
+        #: key -> position, so a thousand-row update is not quadratic.
+        self._where: dict[str, int] = {}
         self._now: float = time.time()
 
     # --------------------------------------------------------------- Qt API
@@ -95,10 +104,8 @@ class RowModel(QAbstractTableModel):
         return None
 
     def row(self, key: str) -> Row | None:
-        try:
-            return self._rows[self._keys.index(key)]
-        except ValueError:
-            return None
+        position = self._where.get(key)
+        return None if position is None else self._rows[position]
 
     def keys(self) -> list[str]:
         return list(self._keys)
@@ -110,39 +117,68 @@ class RowModel(QAbstractTableModel):
         if now is not None:
             self._now = now
         incoming = {self.key(row): row for row in rows}
+        removed = False
         for position in range(len(self._keys) - 1, -1, -1):
             if self._keys[position] not in incoming:
                 self.beginRemoveRows(QModelIndex(), position, position)
                 del self._rows[position], self._keys[position], self._text[position]
                 self.endRemoveRows()
+                removed = True
+        if removed:
+            self._where = {key: position for position, key in enumerate(self._keys)}
         for key, row in incoming.items():
-            if key in self._keys:
-                position = self._keys.index(key)
-                self._rows[position] = row
-                self._refresh(position)
-            else:
+            found = self._where.get(key)
+            if found is None:
                 position = len(self._rows)
                 self.beginInsertRows(QModelIndex(), position, position)
                 self._rows.append(row)
                 self._keys.append(key)
                 self._text.append(self._render(row))
+                self._where[key] = position
                 self.endInsertRows()
+            elif row != self._rows[found]:
+                self._rows[found] = row
+                self._refresh(found)
 
     def tick(self, now: float) -> int:
-        """Re-render the time-derived cells; returns how many rows changed."""
-        self._now = now
-        changed = 0
-        ticking = [i for i, (column, _) in enumerate(self.COLUMNS) if column in self.TICKING]
-        for position in range(len(self._rows)):
-            if self._refresh(position, only=ticking):
-                changed += 1
-        return changed
+        """Re-render the time-derived cells; returns how many rows changed.
 
-    def _refresh(self, position: int, only: list[int] | None = None) -> bool:
+        ``dataChanged`` covers only the ticking columns of the rows whose
+        text changed, one signal per run of consecutive such rows.
+        """
+        self._now = now
+        ticking = [i for i, (column, _) in enumerate(self.COLUMNS) if column in self.TICKING]
+        if not ticking:
+            return 0
+        changed: list[tuple[int, int, int]] = []
+        for position, row in enumerate(self._rows):
+            old = self._text[position]
+            dirty = []
+            for column in ticking:
+                text = self.text(row, self.COLUMNS[column][0])
+                if text != old[column]:
+                    old[column] = text
+                    dirty.append(column)
+            if dirty:
+                changed.append((position, min(dirty), max(dirty)))
+        start = 0
+        while start < len(changed):
+            end = start
+            while end + 1 < len(changed) and changed[end + 1][0] == changed[end][0] + 1:
+                end += 1
+            run = changed[start : end + 1]
+            self.dataChanged.emit(
+                self.index(run[0][0], min(c[1] for c in run)),
+                self.index(run[-1][0], max(c[2] for c in run)),
+                [Qt.ItemDataRole.DisplayRole],
+            )
+            start = end + 1
+        return len(changed)
+
+    def _refresh(self, position: int) -> None:
         fresh = self._render(self._rows[position])
         old = self._text[position]
-        columns = only if only is not None else range(len(fresh))
-        dirty = [c for c in columns if fresh[c] != old[c]]
+        dirty = [c for c in range(len(fresh)) if fresh[c] != old[c]]
         for c in dirty:
             old[c] = fresh[c]
         if dirty:
@@ -151,7 +187,6 @@ class RowModel(QAbstractTableModel):
                 self.index(position, max(dirty)),
                 [Qt.ItemDataRole.DisplayRole],
             )
-        return bool(dirty)
 
 
 class ServersModel(RowModel):
@@ -223,7 +258,7 @@ class WorkersModel(RowModel):
         stamp = row.get("last_heartbeat_at")
         if not stamp:
             return None
-        return self._now - datetime.fromisoformat(str(stamp)).timestamp()
+        return self._now - _epoch(str(stamp))
 
     def text(self, row: Row, column: str) -> str:
         if column == "client_name":

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, QTimer
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -60,8 +61,12 @@ class Table(QWidget):
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setAlternatingRowColors(True)
         self.view.verticalHeader().setVisible(False)
-        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Sized to the contents once, when rows first appear, then left to the
+        # user: ResizeToContents re-measures every cell on every row update,
+        # which with a thousand ticking rows is more work than a second holds.
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        self._sized = False
         self.empty = QLabel(empty_text)
         self.empty.setWordWrap(True)
         self.empty.setStyleSheet("color: gray; padding: 6px;")
@@ -75,7 +80,11 @@ class Table(QWidget):
         self._update_empty()
 
     def _update_empty(self) -> None:
-        self.empty.setVisible(self.model.rowCount() == 0)
+        has_rows = self.model.rowCount() > 0
+        self.empty.setVisible(not has_rows)
+        if has_rows and not self._sized:
+            self._sized = True
+            QTimer.singleShot(0, self.view.resizeColumnsToContents)
 
     def selected_keys(self) -> list[str]:
         keys = []
@@ -148,10 +157,10 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs)
         self.setCentralWidget(central)
 
+        # Ticks only while the window shows (showEvent/hideEvent).
         self._ticker = QTimer(self)
         self._ticker.setInterval(TICK_MS)
         self._ticker.timeout.connect(self.tick)
-        self._ticker.start()
         link.changed.connect(self.refresh)
         link.stderr.connect(self._stderr_line)
         self.refresh(link.snapshot(), set())
@@ -304,6 +313,17 @@ class MainWindow(QMainWindow):
         if not self.follow.isChecked() and not at_end:
             return
         scrollbar.setValue(scrollbar.maximum())
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._ticker.start()
+        self.service.stats.watch(True)
+        self.tick()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._ticker.stop()
+        self.service.stats.watch(False)
 
     def bring_up(self) -> None:
         self.show()

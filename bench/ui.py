@@ -31,7 +31,7 @@ Workers tab current. The tray is stopped with SIGTERM (SIGKILL only after
 
 Targets (issue): < 0.5 % idle, < 150 MB peak RSS, < 5 % with 1,000 rows.
 Figures are reported, not asserted: the exit code is 0 unless the bench
-itself breaks. Run: .venv/bin/python bench/ui.py --seconds 60
+itself breaks (a tray that must be killed is reported on the ``stop:`` line). Run: .venv/bin/python bench/ui.py --seconds 60
 """
 
 import argparse
@@ -615,7 +615,7 @@ def run(seconds: float, home: Path | None) -> None:
 
             time.sleep(SETTLE_SECONDS)
             print(f"bench: idle, {seconds:g} s...", file=sys.stderr)
-            idle = measure(tray, "1  idle, Servers tab", seconds)
+            idle = measure(tray, "1 idle, Servers tab", seconds)
 
             rows = register_workers(tray.paths.registry_file, names)
             renewer = Renewer(tray.paths.registry_file, rows)

@@ -19,20 +19,18 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from mcp_types import INTERNAL_ERROR
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core import __version__
 from core.errors import CallError, SessionTripped, UnknownServer, UpstreamError
+from core.jsonrpc import INTERNAL_ERROR, RpcError
 from core.managed import ManagedServer
 from core.sessions import ClientSession, SessionTable
 from core.states import ServerState
 from core.streamable import (
-    ClientRequestError,
     HttpSession,
     RequestContext,
-    RpcError,
     StreamableHttp,
 )
 from core.supervisor import Supervisor
@@ -274,7 +272,7 @@ class GatewayConnection:
                 method,
                 params,
                 on_progress=ctx.progress if ctx.progress_token is not None else None,
-                on_server_request=lambda m, p: _client_request(ctx, m, p),
+                on_server_request=ctx.send_request,
             )
         except CallError as exc:
             if isinstance(exc, SessionTripped):
@@ -290,18 +288,6 @@ class GatewayConnection:
             raise RpcError(INTERNAL_ERROR, str(exc), {"kind": exc.kind}) from None
         sessions.succeeded(self.session)
         return result
-
-
-async def _client_request(
-    ctx: RequestContext, method: str, params: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    from mcp.shared.exceptions import MCPError
-
-    try:
-        return await ctx.send_request(method, params)
-    except ClientRequestError as exc:
-        # Back to the child as the client's own error.
-        raise MCPError(exc.code, exc.message, exc.data) from None
 
 
 async def _first_start(server: ManagedServer) -> None:

@@ -21,10 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND, REQUEST_TIMEOUT
-
 from core import __version__
 from core.breakers import ServerBreaker
 from core.child import ChildProcess, SpawnError, StopTiming, child_environment, describe_returncode
@@ -41,6 +37,7 @@ from core.errors import (
     SubprocessExited,
     UpstreamError,
 )
+from core.jsonrpc import METHOD_NOT_FOUND, REQUEST_TIMEOUT, ProgressFn, RpcError
 from core.logs import LogSink
 from core.restart_policy import (
     BACKOFF_CAP_SECONDS,
@@ -471,7 +468,7 @@ class ManagedServer:
 
     async def _replay_session_state(self, upstream: Upstream) -> None:
         """Subscriptions and the log level clients set survive a respawn."""
-        with contextlib.suppress(MCPError, ConnectionLost):
+        with contextlib.suppress(RpcError, ConnectionLost):
             if self.log_level is not None and "logging" in self.capabilities:
                 await upstream.request("logging/setLevel", {"level": self.log_level})
             for uri in sorted(self.subscriptions):
@@ -500,7 +497,7 @@ class ManagedServer:
                 continue
             self.lists[kind] = await upstream.list_all(method, kind)
             if kind == "resources" and self.capabilities.get("resources"):
-                with contextlib.suppress(MCPError):
+                with contextlib.suppress(RpcError):
                     self.lists["resourceTemplates"] = await upstream.list_all(
                         "resources/templates/list", "resourceTemplates"
                     )
@@ -606,7 +603,7 @@ class ManagedServer:
     ) -> dict[str, Any]:
         """Hand a server's own request to the client whose call is in flight."""
         if not self._routers:
-            raise MCPError(
+            raise RpcError(
                 METHOD_NOT_FOUND, f"{method!r}: no client call is in flight to answer it"
             )
         router = self._routers[max(self._routers)]
@@ -621,7 +618,7 @@ class ManagedServer:
                 and run.upstream is not None
                 and kind in ("tools", "resources", "prompts")
             ):
-                with contextlib.suppress(MCPError, ConnectionLost):
+                with contextlib.suppress(RpcError, ConnectionLost):
                     await self._refresh_lists(run.upstream, only=kind)
             self._emit(Event("lists", self.name, text=kind))
         self._notify_listeners(method, params)
@@ -634,7 +631,7 @@ class ManagedServer:
         params: Mapping[str, Any] | None,
         *,
         timeout: float | None = None,
-        on_progress: ProgressFnT | None = None,
+        on_progress: ProgressFn | None = None,
         on_server_request: ServerRequestRouter | None = None,
     ) -> dict[str, Any]:
         """Forward one request through the call path (DESIGN 3.3). Raises ``CallError``."""
@@ -714,7 +711,7 @@ class ManagedServer:
         method: str,
         params: Mapping[str, Any] | None,
         timeout: float | None,
-        on_progress: ProgressFnT | None,
+        on_progress: ProgressFn | None,
     ) -> dict[str, Any]:
         run = self._run
         respawned = False
@@ -763,7 +760,7 @@ class ManagedServer:
         method: str,
         params: Mapping[str, Any] | None,
         timeout: float | None,
-        on_progress: ProgressFnT | None,
+        on_progress: ProgressFn | None,
     ) -> dict[str, Any]:
         upstream = run.upstream
         if upstream is None:
@@ -772,7 +769,7 @@ class ManagedServer:
             result = await upstream.request(
                 method, params, timeout=timeout, on_progress=on_progress
             )
-        except MCPError as exc:
+        except RpcError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 if not run.alive():
                     # Truth over the SDK's wording: the child died, nothing timed out.
@@ -866,13 +863,13 @@ async def _answered(awaitable: Awaitable[None]) -> bool:
     """True when the health ping answered; any failure is just 'unhealthy'."""
     try:
         await awaitable
-    except (MCPError, ConnectionLost, ValueError):
+    except (RpcError, ConnectionLost, ValueError):
         return False
     return True
 
 
 def _describe_failure(exc: BaseException | None) -> str:
-    if isinstance(exc, MCPError):
+    if isinstance(exc, RpcError):
         return f"the server answered initialize with error {exc.code}: {exc.message}"
     if isinstance(exc, ConnectionLost):
         return "its stdout closed before the handshake finished"

@@ -360,6 +360,8 @@ class WorkerRegistry:
         #: Where ``now`` comes from when a method is not given one.
         self.wall_clock = wall_clock
         self._lock = threading.RLock()
+        #: Commits through this connection (PRAGMA data_version counts only others').
+        self._writes = 0
         conn = _connect(self.path, busy_timeout)
         try:
             version = _read_schema_version(conn, self.path)
@@ -389,6 +391,12 @@ class WorkerRegistry:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+    def change_stamp(self) -> tuple[int, int]:
+        """Differs from the last one whenever anyone committed since: lets a
+        reader skip re-reading an unchanged file (one cheap PRAGMA)."""
+        with self._lock:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes
 
     @property
     def schema_version(self) -> int:
@@ -421,6 +429,7 @@ class WorkerRegistry:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                self._writes += 1
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

@@ -27,9 +27,18 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
+
+from core.jsonrpc import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RpcError,
+    dumps,
+    error_message,
+    settle,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,26 +52,6 @@ SSE_KEEPALIVE_SECONDS: Final = 15.0
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
 #: Largest request body accepted (a tool call with a big argument is legal).
 MAX_BODY_BYTES: Final = 16 * 1024 * 1024
-
-
-class ClientRequestError(Exception):
-    """The client answered a server->client request with an error (or never did)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-class RpcError(Exception):
-    """Raised by a handler to answer a request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 class Handler(Protocol):
@@ -124,7 +113,7 @@ class RequestContext:
             await _respond(
                 self._send,
                 200,
-                _dump(response),
+                dumps(response),
                 "application/json",
                 {SESSION_HEADER: self.session.id},
             )
@@ -183,33 +172,19 @@ class HttpSession:
             elif self._stream is not None:
                 self._stream.put_nowait(message)
             else:
-                raise ClientRequestError(
+                raise RpcError(
                     INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
                 )
             return await asyncio.wait_for(future, CLIENT_REQUEST_TIMEOUT_SECONDS)
         except TimeoutError:
-            raise ClientRequestError(
-                INTERNAL_ERROR, f"the client did not answer {method!r}"
-            ) from None
+            raise RpcError(INTERNAL_ERROR, f"the client did not answer {method!r}") from None
         finally:
             self._client_requests.pop(request_id, None)
 
     def client_answered(self, message: Mapping[str, Any]) -> None:
         future = self._client_requests.get(str(message.get("id")))
-        if future is None or future.done():
-            return
-        if "error" in message and isinstance(message["error"], dict):
-            error = message["error"]
-            future.set_exception(
-                ClientRequestError(
-                    int(error.get("code", INTERNAL_ERROR)),
-                    str(error.get("message", "")),
-                    error.get("data"),
-                )
-            )
-        else:
-            result = message.get("result")
-            future.set_result(result if isinstance(result, dict) else {})
+        if future is not None:
+            settle(future, message)
 
     def close(self) -> None:
         if self.closed:
@@ -219,7 +194,7 @@ class HttpSession:
             task.cancel()
         for future in self._client_requests.values():
             if not future.done():
-                future.set_exception(ClientRequestError(INTERNAL_ERROR, "the session ended"))
+                future.set_exception(RpcError(INTERNAL_ERROR, "the session ended"))
         if self._stream is not None:
             self._stream.put_nowait(None)
         if self.handler is not None:
@@ -370,12 +345,12 @@ class StreamableHttp:
         ctx = RequestContext(session, message["id"], params)
         response = await _run(handler, ctx, "initialize", params)
         if "error" in response:
-            await _respond(send, 200, _dump(response), "application/json")
+            await _respond(send, 200, dumps(response), "application/json")
             session.close()
             return
         response["result"]["protocolVersion"] = version
         self.sessions[session.id] = session
-        await _respond(send, 200, _dump(response), "application/json", {SESSION_HEADER: session.id})
+        await _respond(send, 200, dumps(response), "application/json", {SESSION_HEADER: session.id})
 
     async def _request(
         self,
@@ -467,29 +442,18 @@ async def _run(handler: Handler, ctx: RequestContext, method: str, params: Any) 
     try:
         result = await handler.on_request(ctx, method, params if isinstance(params, dict) else None)
     except RpcError as exc:
-        return _error_message(ctx.request_id, exc.code, exc.message, exc.data)
+        return error_message(ctx.request_id, exc.code, exc.message, exc.data)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()  # answered: the cancel request is consumed here
-        return _error_message(ctx.request_id, INTERNAL_ERROR, "request cancelled")
+        return error_message(ctx.request_id, INTERNAL_ERROR, "request cancelled")
     except Exception as exc:
         logger.exception("request %s failed", method)
-        return _error_message(
+        return error_message(
             ctx.request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
         )
     return {"jsonrpc": "2.0", "id": ctx.request_id, "result": result}
-
-
-def _error_message(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _dump(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _missing(session_id: str | None) -> str:
@@ -535,7 +499,7 @@ async def _error(
     send: Send, status: int, code: int, message: str, headers: Mapping[str, str] | None = None
 ) -> None:
     await _respond(
-        send, status, _dump(_error_message(None, code, message)), "application/json", headers
+        send, status, dumps(error_message(None, code, message)), "application/json", headers
     )
 
 
@@ -557,7 +521,7 @@ async def _event(send: Send, message: Mapping[str, Any]) -> None:
     await send(
         {
             "type": "http.response.body",
-            "body": b"event: message\ndata: " + _dump(message) + b"\n\n",
+            "body": b"event: message\ndata: " + dumps(message) + b"\n\n",
             "more_body": True,
         }
     )

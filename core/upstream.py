@@ -8,8 +8,8 @@ pipes. It is a deliberately small peer rather than the SDK's
 memory streams, task hops and tracing span cost ~0.36 ms of CPU per call on
 a small machine even with nothing on the other end (bench/gateway.py), when
 the whole gateway may add under a millisecond. Messages stay raw dicts, so
-fields mcp-tray does not model pass through untouched; errors surface as the
-SDK's ``MCPError`` so callers see one exception type.
+fields mcp-tray does not model pass through untouched; errors surface as
+``RpcError`` so callers see one exception type.
 
 When the child's stdout ends, or the child exits while a grandchild still
 holds the pipe, every request in flight fails at once with
@@ -24,13 +24,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT
-from mcp_types.version import LATEST_HANDSHAKE_VERSION
-
 from core import __version__
 from core.child import ChildProcess
+from core.jsonrpc import (
+    INTERNAL_ERROR,
+    LATEST_HANDSHAKE_VERSION,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    ProgressFn,
+    RpcError,
+    dumps,
+    error_message,
+    settle,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +58,6 @@ JunkHandler = Callable[[str], None]
 
 class ConnectionLost(Exception):
     """The upstream transport closed while a request was in flight."""
-
-
-def _dumps(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def _request_key(value: object) -> object:
@@ -80,7 +82,7 @@ class Upstream:
         self._on_notification = on_notification
         self._on_junk = on_junk
         self._pending: dict[object, asyncio.Future[dict[str, Any]]] = {}
-        self._progress: dict[object, ProgressFnT] = {}
+        self._progress: dict[object, ProgressFn] = {}
         self._handlers: dict[object, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_id = 0
@@ -118,7 +120,7 @@ class Upstream:
         params: Mapping[str, Any] | None,
         *,
         timeout: float | None = None,
-        on_progress: ProgressFnT | None = None,
+        on_progress: ProgressFn | None = None,
     ) -> dict[str, Any]:
         """Send one request; ``ConnectionLost`` if the child went away under it."""
         if self.closed.is_set():
@@ -142,7 +144,7 @@ class Upstream:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             await self._cancel_upstream(request_id, f"timed out after {timeout:g}s")
-            raise MCPError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None
+            raise RpcError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None
         except asyncio.CancelledError:
             # The caller gave up (its client cancelled): tell the server to stop.
             with contextlib.suppress(Exception):
@@ -164,7 +166,7 @@ class Upstream:
 
     async def _write(self, message: Mapping[str, Any]) -> None:
         try:
-            await self.child.write(_dumps(message))
+            await self.child.write(dumps(message) + b"\n")
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise ConnectionLost(f"the child's stdin is closed ({exc})") from None
 
@@ -203,7 +205,7 @@ class Upstream:
         """Ping, or list tools where the server does not implement ping."""
         try:
             await self.request("ping", None, timeout=timeout)
-        except MCPError as exc:
+        except RpcError as exc:
             if exc.code != METHOD_NOT_FOUND:
                 raise
             await self.request("tools/list", None, timeout=timeout)
@@ -268,20 +270,8 @@ class Upstream:
                 self._spawn(self._notify_safely(method, params))
             return
         future = self._pending.get(_request_key(message.get("id")))
-        if future is None or future.done():
-            return
-        error = message.get("error")
-        if isinstance(error, dict):
-            future.set_exception(
-                MCPError(
-                    int(error.get("code", INTERNAL_ERROR)),
-                    str(error.get("message", "")),
-                    error.get("data"),
-                )
-            )
-        else:
-            result = message.get("result")
-            future.set_result(result if isinstance(result, dict) else {})
+        if future is not None:
+            settle(future, message)
 
     def _forget_handler(self, key: object, _task: "asyncio.Task[Any]") -> None:
         self._handlers.pop(key, None)
@@ -305,21 +295,13 @@ class Upstream:
         try:
             result = await self._on_request(method, params)
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        except MCPError as exc:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": exc.error.model_dump(exclude_none=True),
-            }
+        except RpcError as exc:
+            reply = error_message(request_id, exc.code, exc.message, exc.data)
         except asyncio.CancelledError:
             return
         except Exception as exc:
             logger.exception("answering the server's %s failed", method)
-            reply = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": INTERNAL_ERROR, "message": str(exc)},
-            }
+            reply = error_message(request_id, INTERNAL_ERROR, str(exc))
         with contextlib.suppress(ConnectionLost):
             await self._write(reply)
 

@@ -33,8 +33,13 @@ from core.workers_view import JsonRow, worker_rows
 
 logger = logging.getLogger(__name__)
 
-#: How often the cached rows are re-read (ages tick in the UI from these).
+#: How often the registry is checked for changes (one cheap PRAGMA).
 ROWS_REFRESH_SECONDS: Final = 1.0
+#: Rows are re-read at least this often even when nothing was written, so
+#: the live/stale verdicts of silent rows follow the clock.
+ROWS_REREAD_SECONDS: Final = 10.0
+#: How often rows long past their TTL are dropped.
+EXPIRE_EVERY_SECONDS: Final = 60.0
 #: How often the doctor runs on its own (it also runs on demand).
 DIAGNOSTICS_INTERVAL_SECONDS: Final = 60.0
 #: Rows silent this long past their TTL are dropped (a crashed bridge's row).
@@ -67,6 +72,9 @@ class WorkerWatch:
         self.own_warnings: list[str] = [registry_problem] if registry_problem else []
         self._http: dict[str, _HttpWorker] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._stamp: tuple[int, int] | None = None
+        self._read_at = 0.0
+        self._expired_at = 0.0
 
     @classmethod
     def open(cls, path: Any, publish: Callable[[Event], None], **kwargs: Any) -> "WorkerWatch":
@@ -153,23 +161,43 @@ class WorkerWatch:
 
     # ------------------------------------------------------------ views
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, force: bool = True) -> None:
+        """Re-read the rows (unless nothing changed and they are recent); publish a change."""
         registry = self.registry
         if registry is None:
             return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        expire = now - self._expired_at >= EXPIRE_EVERY_SECONDS
+        recent = now - self._read_at < ROWS_REREAD_SECONDS
 
-        def read() -> list[JsonRow]:
-            registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
-            return list(worker_rows(registry))
+        def read() -> tuple[tuple[int, int], list[JsonRow] | None]:
+            if expire:
+                registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
+            stamp = registry.change_stamp()
+            if not force and recent and stamp == self._stamp:
+                return stamp, None
+            return stamp, list(worker_rows(registry))
 
-        rows = await self._to_thread(read)
-        if rows is not None and rows != self.rows:
+        outcome = await self._to_thread(read)
+        if outcome is None:
+            return
+        self._stamp, rows = outcome
+        if expire:
+            self._expired_at = now
+        if rows is None:
+            return
+        self._read_at = now
+        # Ages move with the clock; only a real change is news.
+        if _without_ages(rows) != _without_ages(self.rows):
             self.rows = rows
             self._publish(Event("workers"))
+        else:
+            self.rows = rows
 
     async def _refresh_loop(self) -> None:
         while True:
-            await self.refresh()
+            await self.refresh(force=False)
             await asyncio.sleep(ROWS_REFRESH_SECONDS)
 
     async def run_doctor(self) -> list[Diagnostic]:
@@ -226,3 +254,7 @@ def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
         outcome = registry.heartbeat(worker.identity, worker.epoch)
         if not outcome.renewed and not outcome.transient:
             logger.warning("HTTP session worker not renewed: %s", outcome)
+
+
+def _without_ages(rows: list[JsonRow]) -> list[JsonRow]:
+    return [{k: v for k, v in row.items() if k != "heartbeat_age_seconds"} for row in rows]

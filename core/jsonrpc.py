@@ -1,0 +1,75 @@
+"""JSON-RPC 2.0 for both of mcp-tray's peers: the upstream session and the gateway.
+
+Both relay raw dicts; errors in either direction are ``RpcError``. The few
+constants the MCP SDK also defines are kept here on purpose: importing the
+SDK (``mcp``, ``mcp_types``) costs a long-running tray ~30 MB of memory
+for names it can spell itself; tests/test_jsonrpc.py keeps them equal to
+the SDK's.
+"""
+
+import asyncio
+import json
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final, Protocol
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INTERNAL_ERROR: Final = -32603
+#: MCP's own codes for a request that ran out of time / a closed connection.
+REQUEST_TIMEOUT: Final = -32001
+CONNECTION_CLOSED: Final = -32000
+
+#: Revisions reachable through the initialize handshake, oldest first.
+HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+
+
+class RpcError(Exception):
+    """A JSON-RPC error, from either side (``str`` is the peer's message)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProgressFn(Protocol):
+    """Receives ``notifications/progress`` of one request."""
+
+    def __call__(
+        self, progress: float, total: float | None, message: str | None
+    ) -> Awaitable[None]: ...
+
+
+def dumps(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def error_message(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def settle(future: "asyncio.Future[dict[str, Any]]", message: Mapping[str, Any]) -> None:
+    """Complete a waiting request with the peer's response (or its error)."""
+    if future.done():
+        return
+    error = message.get("error")
+    if isinstance(error, dict):
+        future.set_exception(
+            RpcError(
+                int(error.get("code", INTERNAL_ERROR)),
+                str(error.get("message", "")),
+                error.get("data"),
+            )
+        )
+        return
+    result = message.get("result")
+    future.set_result(result if isinstance(result, dict) else {})
