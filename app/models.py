@@ -39,6 +39,17 @@ def human_bytes(value: int | None) -> str:
     return ""
 
 
+def human_uptime(seconds: float) -> str:
+    """Seconds only in the first minute: a table of servers should not
+    repaint every second to say they are still up."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
 def human_age(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -210,7 +221,7 @@ class ServersModel(RowModel):
     def text(self, row: Row, column: str) -> str:
         if column == "uptime":
             started = row.get("started_at")
-            return human_age(self._now - started) if started else ""
+            return human_uptime(self._now - started) if started else ""
         if column == "cpu":
             cpu = row.get("cpu_percent")
             return "" if cpu is None else f"{cpu:.1f}"

@@ -21,7 +21,7 @@ import psutil
 from core.snapshot import Event
 
 #: How often the figures refresh; the UI shows them, nothing decides on them.
-SAMPLE_INTERVAL_SECONDS: Final = 2.0
+SAMPLE_INTERVAL_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ class TrayService:
         self.info: RuntimeInfo | None = None
         self.token = ""
         self._token_warning: str | None = None
-        self._server: uvicorn.Server | None = None
+        self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None
 
     @property
@@ -171,6 +171,8 @@ class TrayService:
             access_log=False,
             # Bridges keep their connection between a client's calls.
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            # Loopback clients have no use for it, and it needs a 1 Hz refresh.
+            date_header=False,
         )
         server = _QuietServer(config)
         self._server = server
@@ -183,9 +185,7 @@ class TrayService:
 
     async def aclose(self) -> None:
         if self._server is not None and self._serve_task is not None:
-            self._server.should_exit = True
-            # Open SSE streams would hold a graceful shutdown forever.
-            self._server.force_exit = True
+            self._server.stop()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._serve_task, 5)
             self._server = None
@@ -201,12 +201,29 @@ class TrayService:
 
 
 class _QuietServer(uvicorn.Server):
-    """uvicorn without its own SIGINT/SIGTERM handlers: the owner of the loop
-    (the headless runner or the Qt app) decides how mcp-tray stops."""
+    """uvicorn without its own SIGINT/SIGTERM handlers (the owner of the loop,
+    the headless runner or the Qt app, decides how mcp-tray stops), and
+    without its 10 Hz housekeeping tick: an idle tray should sleep."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stopping = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def main_loop(self) -> None:
+        # No Date header (date_header=False), no request limit: the tick has
+        # nothing to do but notice should_exit, which stop() signals instead.
+        await self.on_tick(0)
+        await self._stopping.wait()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        # Open SSE streams would hold a graceful shutdown forever.
+        self.force_exit = True
+        self._stopping.set()
 
 
 def _bind_loopback(port: int) -> socket.socket:

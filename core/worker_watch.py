@@ -36,8 +36,11 @@ logger = logging.getLogger(__name__)
 #: How often the registry is checked for changes (one cheap PRAGMA).
 ROWS_REFRESH_SECONDS: Final = 1.0
 #: Rows are re-read at least this often even when nothing was written, so
-#: the live/stale verdicts of silent rows follow the clock.
+#: the live/stale verdicts of silent rows follow the clock...
 ROWS_REREAD_SECONDS: Final = 10.0
+#: ...and at most this often while they keep changing: with a thousand
+#: workers beating, a full read every second would cost ~2 % of a core.
+ROWS_MIN_INTERVAL_SECONDS: Final = 3.0
 #: How often rows long past their TTL are dropped.
 EXPIRE_EVERY_SECONDS: Final = 60.0
 #: How often the doctor runs on its own (it also runs on demand).
@@ -169,7 +172,10 @@ class WorkerWatch:
         loop = asyncio.get_running_loop()
         now = loop.time()
         expire = now - self._expired_at >= EXPIRE_EVERY_SECONDS
-        recent = now - self._read_at < ROWS_REREAD_SECONDS
+        since = now - self._read_at
+        if not force and since < ROWS_MIN_INTERVAL_SECONDS:
+            return
+        recent = since < ROWS_REREAD_SECONDS
 
         def read() -> tuple[tuple[int, int], list[JsonRow] | None]:
             if expire:

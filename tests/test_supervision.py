@@ -7,6 +7,8 @@ them, so nothing sleeps to reach a window; process deaths are real kill -9s.
 """
 
 import asyncio
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -293,3 +295,30 @@ async def test_a_missing_working_folder_parks_at_once_naming_it(
     await wait_state(server, ServerState.PARKED)
 
     assert str(tmp_path / "nowhere") in (server.parked_reason or "")
+
+
+async def test_a_living_child_that_stops_answering_pings_is_degraded_then_ready_again(
+    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+) -> None:
+    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+    pid = server.pid
+    assert pid is not None
+    keepalive = server.config.keepalive_seconds
+
+    os.kill(pid, signal.SIGSTOP)  # alive, but silent
+    try:
+        await wait_until(lambda: fake_clock.sleepers >= 1, what="the health loop to wait")
+        fake_clock.advance(keepalive)  # the next ping goes out...
+        # The health loop's sleep ended; the ping's own timer now waits.
+        await wait_until(lambda: fake_clock.sleepers >= 1, what="the ping to wait for its answer")
+        fake_clock.advance(server.timing.ping_timeout)  # ...and gets none
+        await wait_state(server, ServerState.DEGRADED)
+        assert server.pid == pid and server.budget.unproven == 0  # up a keepalive: proven
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    await wait_until(lambda: fake_clock.sleepers >= 1, what="the health loop to wait again")
+    fake_clock.advance(keepalive)
+    await wait_state(server, ServerState.READY)
+    assert server.generation == 1
