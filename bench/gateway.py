@@ -30,6 +30,22 @@ the added time is spent in. The tray runs with the "fail" keyring backend,
 so its token stays in the private home and the user's OS keyring is never
 touched.
 
+The floor rows (default on; ``--no-floor`` skips them) show what any extra
+process hop costs on this machine, with no SDK at all. They are timed in the
+same interleaved blocks as the three clients above:
+
+* raw-direct:  a hand-written asyncio client (one ``tools/call`` line out,
+  one line back, json.dumps/json.loads only) -> its own echo.py child;
+* raw-hop:     the same raw client -> loopback TCP -> a minimal relay process
+  (``bench/gateway.py --relay-child PORTFILE``: an asyncio TCP server that
+  copies lines between the socket and its own echo.py child, no parsing, no
+  HTTP) -> echo.py. Its added time over raw-direct is the floor of one extra
+  process hop in Python asyncio;
+* raw-gateway: a hand-written HTTP/1.1 keep-alive client (asyncio streams,
+  Content-Length bodies) -> the tray's ``/mcp/echo`` -> the tray's echo.py
+  child. Its added time over raw-direct is the tray's own cost without the
+  SDK's streamable-HTTP client.
+
 Target (issue): < 1 ms p50 added over direct, for the gateway and the
 bridge. Figures are reported, not asserted: the exit code is 0 unless the
 bench itself breaks. Run: .venv/bin/python bench/gateway.py --calls 2000
@@ -39,6 +55,8 @@ bench itself breaks. Run: .venv/bin/python bench/gateway.py --calls 2000
 import argparse
 import asyncio
 import contextlib
+import functools
+import itertools
 import json
 import os
 import platform
@@ -50,9 +68,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
+from urllib.parse import urlsplit
 
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -77,6 +97,30 @@ READY_SECONDS: Final = 60.0
 #: How long the tray gets to stop its children and exit after SIGTERM.
 STOP_SECONDS: Final = 20.0
 CLIENTS: Final = ("direct", "gateway", "bridge")
+#: The floor rows: raw clients, no SDK (see the module docstring).
+FLOOR_CLIENTS: Final = ("raw-direct", "raw-hop", "raw-gateway")
+FLOOR_LABELS: Final = {
+    "raw-hop": "floor: one extra process hop",
+    "raw-gateway": "tray gateway, raw client",
+}
+#: What the raw clients speak, by hand.
+PROTOCOL_VERSION: Final = "2025-11-25"
+SESSION_HEADER: Final = "mcp-session-id"
+INITIALIZE: Final = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "floor", "version": "1"},
+    },
+}
+INITIALIZED: Final = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+#: Bound on the relay child's start-up (it writes its port file when listening).
+RELAY_READY_SECONDS: Final = 30.0
+#: How long an echo.py child gets to exit after its stdin closes.
+CHILD_STOP_SECONDS: Final = 5.0
 #: The tray's call-path histogram for this server's tools/call.
 _METRIC_RE: Final = re.compile(
     r'^mcp_tray_call_seconds_(sum|count)\{(?=[^}]*method="tools/call")(?=[^}]*server="echo")[^}]*\}'
@@ -205,15 +249,271 @@ class Tray:
                 self._log_file.close()
 
 
+# ------------------------------------------------- the floor: raw clients, relay
+
+
+async def _stop_child(process: asyncio.subprocess.Process) -> None:
+    """Close a stdio server's stdin (it exits on EOF); kill it if it lingers."""
+    if process.returncode is not None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), CHILD_STOP_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+
+
+async def _spawn_echo(stderr: IO[str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ECHO_SCRIPT),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+    )
+
+
+async def _relay(portfile: Path) -> None:
+    """``--relay-child``: the floor of one extra process hop.
+
+    An asyncio TCP server on loopback; each connection gets its own echo.py
+    child, and every line is copied as is, socket -> child stdin and child
+    stdout -> socket: no parsing, no HTTP. The port is written to PORTFILE
+    once it listens; SIGTERM stops the children and exits.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    children: set[asyncio.subprocess.Process] = set()
+
+    async def copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while line := await source.readline():
+            sink.write(line)
+            await sink.drain()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        child = await _spawn_echo()
+        children.add(child)
+        try:
+            assert child.stdin is not None and child.stdout is not None
+            copies = [
+                asyncio.create_task(copy(reader, child.stdin)),
+                asyncio.create_task(copy(child.stdout, writer)),
+            ]
+            try:
+                await asyncio.wait(copies, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in copies:
+                    task.cancel()
+                await asyncio.gather(*copies, return_exceptions=True)
+        finally:
+            await _stop_child(child)
+            children.discard(child)
+            writer.close()
+
+    server = await asyncio.start_server(connection, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        partial = portfile.with_name(portfile.name + ".partial")
+        partial.write_text(f"{port}\n")
+        partial.replace(portfile)
+        await stop.wait()
+    finally:
+        server.close()
+        for child in list(children):
+            await _stop_child(child)
+
+
+class Relay:
+    """The ``--relay-child`` process; always stopped by ``stop``."""
+
+    def __init__(self, home: Path, stderr: IO[str]) -> None:
+        self.portfile = home / "relay.port"
+        self.stderr = stderr
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--relay-child", str(self.portfile)],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            # Its own process group: a last-resort kill reaches it and its echo.py only.
+            start_new_session=True,
+        )
+
+    async def wait_port(self) -> int:
+        assert self.process is not None
+        deadline = time.monotonic() + RELAY_READY_SECONDS
+        while time.monotonic() < deadline:
+            if self.portfile.exists():
+                return int(self.portfile.read_text())
+            if self.process.poll() is not None:
+                raise BenchError(
+                    f"the relay exited with {self.process.returncode} during start-up "
+                    "(its stderr is in the bench's client-stderr.log)"
+                )
+            await asyncio.sleep(0.05)
+        raise BenchError(f"the relay did not listen within {RELAY_READY_SECONDS:g} s")
+
+    def stop(self) -> None:
+        """SIGTERM and wait (the relay stops its echo.py); SIGKILL its group as a last resort."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            print(
+                f"bench: the relay did not stop within {STOP_SECONDS:g} s; killing its group",
+                file=sys.stderr,
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+class RawLineClient:
+    """Newline-delimited JSON-RPC by hand: one line out, json.loads of the line back."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._ids = itertools.count(2)
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        self.writer.write(json.dumps(message).encode() + b"\n")
+        await self.writer.drain()
+
+    async def _answer(self, request_id: int) -> Any:
+        while True:
+            line = await self.reader.readline()
+            if not line:
+                raise BenchError("a raw client's peer closed the stream")
+            message = json.loads(line)
+            # One line per call in practice; a stray notification would be skipped.
+            if message.get("id") == request_id:
+                return message
+
+    async def initialize(self) -> None:
+        await self._send(INITIALIZE)
+        answer = await self._answer(1)
+        if "result" not in answer:
+            raise BenchError(f"raw initialize answered {answer!r}")
+        await self._send(INITIALIZED)
+
+    async def call(self) -> Any:
+        request_id = next(self._ids)
+        await self._send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": TOOL, "arguments": ARGUMENTS},
+            }
+        )
+        return await self._answer(request_id)
+
+
+class RawHttpClient:
+    """Streamable HTTP by hand: HTTP/1.1 keep-alive POSTs with Content-Length bodies."""
+
+    def __init__(self, url: str, token: str) -> None:
+        parts = urlsplit(url)
+        if parts.hostname is None or parts.port is None:
+            raise BenchError(f"cannot use the gateway URL {url!r}")
+        self.host, self.port = parts.hostname, parts.port
+        self._head = (
+            f"POST {parts.path} HTTP/1.1\r\n"
+            f"host: {parts.netloc}\r\n"
+            f"authorization: Bearer {token}\r\n"
+            "accept: application/json, text/event-stream\r\n"
+            "content-type: application/json\r\n"
+            f"mcp-protocol-version: {PROTOCOL_VERSION}\r\n"
+        ).encode("latin-1")
+        self._ids = itertools.count(2)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def aclose(self) -> None:
+        if self.writer is not None:
+            await _close_writer(self.writer)
+
+    async def _post(self, message: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        reader, writer = self.reader, self.writer
+        assert reader is not None and writer is not None
+        body = json.dumps(message).encode()
+        writer.write(self._head + b"content-length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+        status_line = await reader.readline()
+        if not status_line:
+            raise BenchError("the tray closed the raw-gateway connection")
+        status = int(status_line.split(b" ", 2)[1])
+        headers: dict[str, str] = {}
+        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = headers.get("content-length")
+        if length is None:
+            raise BenchError(
+                f"raw-gateway: a {status} reply without content-length "
+                f"(content-type {headers.get('content-type')!r}, "
+                f"transfer-encoding {headers.get('transfer-encoding')!r})"
+            )
+        return status, headers, await reader.readexactly(int(length))
+
+    async def initialize(self) -> None:
+        status, headers, body = await self._post(INITIALIZE)
+        session_id = headers.get(SESSION_HEADER)
+        if status != 200 or not session_id:
+            raise BenchError(f"raw-gateway initialize: {status} {headers!r} {body[:300]!r}")
+        self._head += f"{SESSION_HEADER}: {session_id}\r\n".encode("latin-1")
+        status, _, body = await self._post(INITIALIZED)
+        if status != 202:
+            raise BenchError(f"raw-gateway initialized notification: {status} {body[:300]!r}")
+
+    async def call(self) -> Any:
+        status, _, body = await self._post(
+            {
+                "jsonrpc": "2.0",
+                "id": next(self._ids),
+                "method": "tools/call",
+                "params": {"name": TOOL, "arguments": ARGUMENTS},
+            }
+        )
+        if status != 200:
+            raise BenchError(f"raw-gateway call: {status} {body[:300]!r}")
+        return json.loads(body)
+
+
 # ------------------------------------------------------------- the clients
 
 
 @dataclass
 class Client:
     name: str
-    session: ClientSession
+    #: One timed call; its result goes to ``check`` after the clock stops.
+    call: Callable[[], Awaitable[Any]]
+    check: Callable[[Any], None]
     #: The processes one call of this client runs through, by role.
     processes: dict[str, psutil.Process]
+    #: Whether its calls go through the tray (its /metrics is read around each block).
+    through_tray: bool = False
     #: Seconds per timed call.
     samples: list[float] = field(default_factory=list)
     #: Seconds spent inside the tray's call path during this client's timed blocks.
@@ -240,18 +540,32 @@ def _check(result: object) -> None:
         raise BenchError(f"echo answered {result!r}")
 
 
+def _check_raw(answer: Any) -> None:
+    try:
+        result = answer["result"]
+        ok = not result.get("isError") and result["content"][0]["text"] == ARGUMENTS["text"]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise BenchError(f"raw echo call answered {answer!r}")
+
+
+def _sdk_call(session: ClientSession) -> Callable[[], Awaitable[Any]]:
+    return functools.partial(session.call_tool, TOOL, ARGUMENTS)
+
+
 async def _timed_block(client: Client, calls: int) -> None:
-    session, samples = client.session, client.samples
+    call, check, samples = client.call, client.check, client.samples
     for _ in range(calls):
         started = time.perf_counter()
-        result = await session.call_tool(TOOL, ARGUMENTS)
+        result = await call()
         samples.append(time.perf_counter() - started)
-        _check(result)
+        check(result)
 
 
 async def _warm(client: Client, calls: int) -> None:
     for _ in range(calls):
-        _check(await client.session.call_tool(TOOL, ARGUMENTS))
+        client.check(await client.call())
 
 
 async def _tray_call_path(http: httpx2.AsyncClient, url: str) -> tuple[float, int]:
@@ -279,7 +593,67 @@ def _roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Proc
     return {role: process for role, process in processes.items() if process is not None}
 
 
-async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, Client]:
+async def _floor_clients(
+    stack: contextlib.AsyncExitStack,
+    tray: Tray,
+    errlog: IO[str],
+    me: psutil.Process,
+    tray_process: psutil.Process,
+    tray_echo: psutil.Process | None,
+) -> dict[str, Client]:
+    """raw-direct, raw-hop and raw-gateway, initialized; every process they start is
+    stopped when ``stack`` closes."""
+    echo = await _spawn_echo(errlog)
+    stack.push_async_callback(_stop_child, echo)
+    assert echo.stdin is not None and echo.stdout is not None
+    raw_direct = RawLineClient(echo.stdout, echo.stdin)
+    await raw_direct.initialize()
+
+    relay = Relay(tray.home, errlog)
+    stack.callback(relay.stop)
+    relay.start()
+    assert relay.process is not None
+    port = await relay.wait_port()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    # Closed before the relay is stopped (the stack unwinds last in, first out).
+    stack.push_async_callback(_close_writer, writer)
+    raw_hop = RawLineClient(reader, writer)
+    await raw_hop.initialize()
+    relay_process = psutil.Process(relay.process.pid)
+    relay_children = relay_process.children()
+    hop_echo = relay_children[0] if len(relay_children) == 1 else None
+
+    raw_gateway = RawHttpClient(f"{tray.url}/mcp/{SERVER}", tray.token)
+    stack.push_async_callback(raw_gateway.aclose)
+    await raw_gateway.connect()
+    await raw_gateway.initialize()
+
+    return {
+        "raw-direct": Client(
+            "raw-direct",
+            raw_direct.call,
+            _check_raw,
+            _roles({"client": me, "echo.py": psutil.Process(echo.pid)}),
+        ),
+        "raw-hop": Client(
+            "raw-hop",
+            raw_hop.call,
+            _check_raw,
+            _roles({"client": me, "relay": relay_process, "echo.py": hop_echo}),
+        ),
+        "raw-gateway": Client(
+            "raw-gateway",
+            raw_gateway.call,
+            _check_raw,
+            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            through_tray=True,
+        ),
+    }
+
+
+async def measure(
+    tray: Tray, calls: int, warmup: int, block: int, floor: bool
+) -> dict[str, Client]:
     logs = tray.home / "client-stderr.log"
     async with contextlib.AsyncExitStack() as stack:
         errlog = stack.enter_context(logs.open("w"))
@@ -320,15 +694,23 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
         tray_echo = psutil.Process(tray.server_pid) if tray.server_pid else None
         # The processes one call runs through; "client" is this bench process (the SDK client).
         clients = {
-            "direct": Client("direct", direct, _roles({"client": me, "echo.py": direct_echo})),
+            "direct": Client(
+                "direct",
+                _sdk_call(direct),
+                _check,
+                _roles({"client": me, "echo.py": direct_echo}),
+            ),
             "gateway": Client(
                 "gateway",
-                gateway,
+                _sdk_call(gateway),
+                _check,
                 _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                through_tray=True,
             ),
             "bridge": Client(
                 "bridge",
-                bridge,
+                _sdk_call(bridge),
+                _check,
                 _roles(
                     {
                         "client": me,
@@ -337,8 +719,12 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
                         "echo.py": tray_echo,
                     }
                 ),
+                through_tray=True,
             ),
         }
+        if floor:
+            # After the SDK sessions: _session tells its spawned child by the bench's children.
+            clients.update(await _floor_clients(stack, tray, errlog, me, tray_process, tray_echo))
         for client in clients.values():
             await _warm(client, warmup)
         await _tray_call_path(scrape, tray.url)
@@ -350,7 +736,7 @@ async def measure(tray: Tray, calls: int, warmup: int, block: int) -> dict[str, 
             size = min(block, calls - done)
             shift = round_no % len(order)
             for client in order[shift:] + order[:shift]:
-                through_tray = client.name != "direct"
+                through_tray = client.through_tray
                 if through_tray:
                     before = await _tray_call_path(scrape, tray.url)
                 cpu_before = _cpu_seconds(client.processes)
@@ -387,14 +773,25 @@ class Stats:
         return cls(cuts[49], cuts[94], cuts[98], statistics.fmean(ms))
 
 
+def _row(name: str, count: int, s: Stats, base: Stats | None, label: str = "") -> str:
+    added = f"   {s.p50 - base.p50:>+8.3f} {s.p95 - base.p95:>+8.3f}" if base is not None else ""
+    return (
+        f"  {name:<11} {count:>6} {s.p50:>8.3f} {s.p95:>8.3f} {s.p99:>8.3f} {s.mean:>8.3f}"
+        f"{added}{'   ' + label if label else ''}"
+    ).rstrip()
+
+
 def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float) -> None:
     stats = {name: Stats.of(client.samples) for name, client in clients.items()}
     base = stats["direct"]
+    floor = all(name in clients for name in FLOOR_CLIENTS)
+    names = [name for name in (*CLIENTS, *FLOOR_CLIENTS) if name in clients]
+    rotated = names[1:] + names[:1]
     print("mcp-tray gateway latency: tools/call of a trivial echo tool (tests/servers/echo.py)")
     print(
         f"  {args.calls} timed calls per client after {args.warmup} warm-up calls each; "
         f"interleaved in blocks of {args.block} calls per client, the first client rotating "
-        "every round (direct, gateway, bridge, then gateway, bridge, direct, ...)"
+        f"every round ({', '.join(names)}, then {', '.join(rotated)}, ...)"
     )
     print(
         f"  python {platform.python_version()} ({platform.python_implementation()}), "
@@ -402,47 +799,90 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
     )
     print(f"  run took {seconds:.1f} s")
     print()
-    print(
-        f"  {'client':<8} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
+    header = (
+        f"  {'client':<11} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
         f"   {'+p50 ms':>8} {'+p95 ms':>8}"
     )
+    print(header + "   (added over direct)")
     for name in CLIENTS:
-        s = stats[name]
-        added = (
-            f"   {s.p50 - base.p50:>+8.3f} {s.p95 - base.p95:>+8.3f}" if name != "direct" else ""
+        print(
+            _row(
+                name,
+                len(clients[name].samples),
+                stats[name],
+                base if name != "direct" else None,
+            )
+        )
+    if floor:
+        raw = stats["raw-direct"]
+        print()
+        print(header + "   (added over raw-direct)")
+        for name in FLOOR_CLIENTS:
+            print(
+                _row(
+                    name,
+                    len(clients[name].samples),
+                    stats[name],
+                    raw if name != "raw-direct" else None,
+                    FLOOR_LABELS.get(name, ""),
+                )
+            )
+        hop = stats["raw-hop"].p50 - raw.p50
+        tray_raw = stats["raw-gateway"].p50 - raw.p50
+        gateway_added = stats["gateway"].p50 - base.p50
+        bridge_added = stats["bridge"].p50 - base.p50
+        print()
+        print(
+            "  floor rows: raw clients with no SDK (asyncio streams, json.dumps/json.loads "
+            "only). raw-direct talks to its own echo.py over pipes; raw-hop puts one minimal "
+            "Python relay process in between (loopback TCP, a line copied each way, no "
+            "parsing, no HTTP), so its added time is what any extra process hop costs on this "
+            "machine, before any gateway logic; raw-gateway sends the same calls through the "
+            "tray's /mcp/echo with a hand-written HTTP/1.1 keep-alive client, so its added time "
+            "is the tray's own cost without the SDK's streamable-HTTP client. The bridge puts "
+            "two processes in the path (bridge, tray), so its floor is about two hops."
         )
         print(
-            f"  {name:<8} {len(clients[name].samples):>6} {s.p50:>8.3f} {s.p95:>8.3f} "
-            f"{s.p99:>8.3f} {s.mean:>8.3f}{added}"
+            f"  split of the gateway's added p50 {gateway_added:+.3f} ms (p50 differences, "
+            f"a rough split): one-hop floor {hop:+.3f}, tray above the floor "
+            f"{tray_raw - hop:+.3f}, SDK HTTP client over SDK stdio client "
+            f"{gateway_added - tray_raw:+.3f}"
+        )
+        print(
+            f"  bridge added p50 {bridge_added:+.3f} ms vs a two-hop floor of about "
+            f"{2 * hop:+.3f} ms"
         )
     print()
     print(
         "  CPU per call, ms (user+sys of each process in the chain, from the OS; the chain is "
         "serial, so on a busy small machine the mean wall time is close to the sum):"
     )
-    for name in CLIENTS:
+    for name in names:
         client = clients[name]
         count = len(client.samples)
         parts = "  ".join(
             f"{role} {seconds / count * 1000:.3f}" for role, seconds in client.cpu.items()
         )
         total = sum(client.cpu.values()) / count * 1000
-        print(f"    {name:<8} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
+        print(f"    {name:<11} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
     print()
     print("  where the mean goes (tray /metrics: time inside ManagedServer.request per call):")
-    for name in ("gateway", "bridge"):
+    for name in names:
         client = clients[name]
+        if not client.through_tray:
+            continue
         if client.tray_calls != len(client.samples) or not client.tray_calls:
             print(
-                f"    {name:<8} n/a (the tray counted {client.tray_calls} calls, "
+                f"    {name:<11} n/a (the tray counted {client.tray_calls} calls, "
                 f"the bench made {len(client.samples)})"
             )
             continue
         inside = client.tray_seconds / client.tray_calls * 1000.0
         outside = stats[name].mean - inside
+        reference = "raw-direct" if name.startswith("raw-") else "direct"
         print(
-            f"    {name:<8} call path {inside:.3f} ms (direct round trip {base.mean:.3f} ms), "
-            f"everything else {outside:.3f} ms"
+            f"    {name:<11} call path {inside:.3f} ms ({reference} round trip "
+            f"{stats[reference].mean:.3f} ms), everything else {outside:.3f} ms"
         )
     print()
     print(f"  target: added p50 < {TARGET_ADDED_P50_MS:g} ms over direct")
@@ -459,6 +899,8 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
         )
         if value != default
     )
+    if not args.floor:
+        extra += " --no-floor"
     print(f"  reproduce: .venv/bin/python bench/gateway.py --calls {args.calls}{extra}")
 
 
@@ -476,7 +918,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run the tray under cProfile and write its stats to this file (wall-clock "
         "timer: time the tray is descheduled after waking a peer shows up in write/send)",
     )
+    parser.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="skip the floor rows (raw-direct, raw-hop, raw-gateway: raw clients, no SDK)",
+    )
+    # Internal: the floor's relay process (see _relay).
+    parser.add_argument("--relay-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.relay_child is not None:
+        asyncio.run(_relay(args.relay_child))
+        return 0
     if args.calls < 1 or args.block < 1 or args.warmup < 0:
         parser.error("--calls and --block must be >= 1, --warmup >= 0")
     profile = args.tray_profile.resolve() if args.tray_profile else None
@@ -487,7 +940,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             tray.start()
             tray.wait_ready()
-            clients = asyncio.run(measure(tray, args.calls, args.warmup, args.block))
+            clients = asyncio.run(measure(tray, args.calls, args.warmup, args.block, args.floor))
         except Exception as exc:
             if not isinstance(exc, BenchError):
                 traceback.print_exc()

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.config import KEYRING_REF_RE, ServerConfig, parse_config
+from core.desktop_entry import launcher_argv
 from core.envvars import CLIENT_NAME_ENV
 from core.errors import ConfigError
 from core.paths import Paths
@@ -39,24 +39,16 @@ class SnippetError(Exception):
     pass
 
 
-def mcp_tray_command() -> str:
-    """The absolute path of the mcp-tray executable a client should launch."""
-    beside = Path(sys.executable).parent / "mcp-tray"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mcp-tray")
-    return found or "mcp-tray"
-
-
 def client_snippet(
     client: str, names: list[str], *, http_url: str | None = None, token: str | None = None
 ) -> dict[str, Any]:
     entries: dict[str, Any] = {}
     for name in names:
         if http_url is None:
+            launcher = launcher_argv()
             entry: dict[str, Any] = {
-                "command": mcp_tray_command(),
-                "args": ["connect", name],
+                "command": launcher[0],
+                "args": [*launcher[1:], "connect", name],
                 "env": {CLIENT_NAME_ENV: CLIENT_NAMES[client]},
             }
             if client in ("claude-code", "vscode"):
