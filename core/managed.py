@@ -428,7 +428,6 @@ class ManagedServer:
                     self.last_error = f"start failed: {detail}"
                     # The child is alive but unusable: the stop contract ends it.
                     if child.is_alive():
-                        run.intentional = False
                         await child.stop(self.timing.stop, self.log)
                     self._on_dead(
                         run,
