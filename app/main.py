@@ -60,40 +60,56 @@ def run_gui(config: TrayConfig, paths: Paths, config_error: str | None = None) -
         return 0
 
 
+class Gui:
+    """The desktop side over a started TrayService: window, tray icon, quit."""
+
+    def __init__(self, app: Any, service: Any) -> None:
+        from app.core_link import CoreLink
+        from app.icons import app_icon
+        from app.tray import TrayActions, TrayController
+        from app.window import MainWindow
+
+        self.service = service
+        app.setWindowIcon(app_icon())
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.link = CoreLink(service.supervisor)
+        self.window = MainWindow(self.link, service)
+        service.on_raise = self.window.bring_up
+        self.tray = TrayController(self.link, TrayActions(service, self.window.bring_up, self.quit))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.quit)
+
+    def show(self) -> None:
+        from PySide6.QtWidgets import QSystemTrayIcon
+
+        if QSystemTrayIcon.isSystemTrayAvailable():
+            self.tray.show()
+
+    def quit(self) -> None:
+        if not self.done.done():
+            self.done.set_result(0)
+
+    async def close(self) -> None:
+        self.tray.icon.hide()
+        self.window.hide()
+        self.link.close()
+        await self.service.aclose()
+
+
 async def _main(app: Any, config: TrayConfig, paths: Paths, config_error: str | None) -> int:
-    from app.core_link import CoreLink
-    from app.icons import app_icon
-    from app.tray import TrayActions, TrayController
-    from app.window import MainWindow
     from core.service import TrayService
 
     service = TrayService(config, paths)
     await service.start()
     if config_error:
         service.supervisor.report_config_error(config_error)
-    app.setWindowIcon(app_icon())
-    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    link = CoreLink(service.supervisor)
-    window = MainWindow(link, service)
-    service.on_raise = window.bring_up
-
-    def quit_app() -> None:
-        if not done.done():
-            done.set_result(0)
-
-    actions = TrayActions(service, window.bring_up, quit_app)
-    tray = TrayController(link, actions)
-    tray.show()
+    gui = Gui(app, service)
+    gui.show()
     if config_error:
-        window.bring_up()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, quit_app)
+        gui.window.bring_up()
     print(f"mcp-tray running in the tray; API {service.url}", file=sys.stderr, flush=True)
     try:
-        return await done
+        return await gui.done
     finally:
-        tray.icon.hide()
-        window.hide()
-        link.close()
-        await service.aclose()
+        await gui.close()

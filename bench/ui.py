@@ -115,28 +115,15 @@ def child_main(args: argparse.Namespace) -> int:
 async def _child(app: Any, config: Any, paths: Paths) -> int:
     from PySide6.QtWidgets import QSystemTrayIcon
 
-    from app.core_link import CoreLink
-    from app.icons import app_icon
-    from app.tray import TrayActions, TrayController
-    from app.window import MainWindow
+    from app.main import Gui
     from core.service import TrayService
 
     service = TrayService(config, paths)
     await service.start()
-    app.setWindowIcon(app_icon())
-    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    link = CoreLink(service.supervisor)
-    window = MainWindow(link, service)
-    service.on_raise = window.bring_up
-
-    def quit_app() -> None:
-        if not done.done():
-            done.set_result(0)
-
-    actions = TrayActions(service, window.bring_up, quit_app)
-    tray = TrayController(link, actions)
-    if QSystemTrayIcon.isSystemTrayAvailable():
-        tray.show()
+    # Exactly what the app builds (app/main.py), plus two bench-only signals.
+    gui = Gui(app, service)
+    gui.show()
+    window = gui.window
     window.bring_up()
     asked = 0
 
@@ -150,8 +137,6 @@ async def _child(app: Any, config: Any, paths: Paths) -> int:
         )
 
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, quit_app)
     loop.add_signal_handler(signal.SIGUSR1, lambda: window.tabs.setCurrentWidget(window.workers))
     loop.add_signal_handler(signal.SIGUSR2, model_line)
     print(
@@ -159,13 +144,10 @@ async def _child(app: Any, config: Any, paths: Paths) -> int:
         flush=True,
     )
     try:
-        return await done
+        return await gui.done
     finally:
         model_line()
-        tray.icon.hide()
-        window.hide()
-        link.close()
-        await service.aclose()
+        await gui.close()
         print("STOPPED", flush=True)
 
 
