@@ -8,7 +8,7 @@ and emits ``dataChanged`` for exactly the rows whose text changed.
 """
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -319,6 +319,3 @@ class WarningsModel(RowModel):
         return str(
             row.get("text") or f"{row.get('family')}|{row.get('subject')}|{row.get('message')}"
         )
-
-
-ModelFeeder = Callable[[RowModel], None]

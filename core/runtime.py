@@ -128,6 +128,10 @@ def _lock_held(lock: Path) -> bool:
         return False
 
 
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def load_or_create_file_token(path: Path) -> str:
     """The API bearer token, in a 0600 file (the gateway moves it to the keyring)."""
     try:
@@ -136,7 +140,7 @@ def load_or_create_file_token(path: Path) -> str:
             return token
     except FileNotFoundError:
         pass
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     _write_private(path, token + "\n")
     return token
 

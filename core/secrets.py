@@ -9,7 +9,6 @@ a server that needs one is parked with a reason that names it.
 
 import contextlib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -20,6 +19,7 @@ import keyring.errors
 from core.child import SpawnError
 from core.config import KEYRING_REF_RE, ServerConfig
 from core.runtime import load_or_create_file_token as _file_token
+from core.runtime import new_token
 
 #: The keyring "service" every mcp-tray secret is filed under.
 KEYRING_SERVICE: Final = "mcp-tray"
@@ -113,7 +113,7 @@ def load_or_create_token(token_file: Path) -> Token:
     try:
         value = keyring.get_password(KEYRING_SERVICE, TOKEN_ENTRY)
         if not value:
-            value = _existing_file_token(token_file) or _file_token_value()
+            value = _existing_file_token(token_file) or new_token()
             keyring.set_password(KEYRING_SERVICE, TOKEN_ENTRY, value)
         # The keyring holds it now: a file copy would only leak it.
         with contextlib.suppress(FileNotFoundError):
@@ -145,19 +145,3 @@ def _existing_file_token(token_file: Path) -> str | None:
         return token_file.read_text().strip() or None
     except OSError:
         return None
-
-
-def _file_token_value() -> str:
-    import secrets
-
-    return secrets.token_urlsafe(32)
-
-
-def secrets_in(servers_env: Mapping[str, Mapping[str, str]]) -> set[str]:
-    """Every keyring name the config refers to."""
-    return {
-        name
-        for env in servers_env.values()
-        for value in env.values()
-        for name in KEYRING_REF_RE.findall(value)
-    }

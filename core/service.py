@@ -12,7 +12,6 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -244,7 +243,3 @@ def _bind_loopback(port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
-
-
-def demo_config_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "resources" / "demo" / "config.json"

@@ -32,11 +32,6 @@ class BreakerState(enum.Enum):
     HALF_OPEN = "half-open"
 
 
-#: States in which a child process exists.
-RUNNING_STATES: Final = frozenset({ServerState.STARTING, ServerState.READY, ServerState.DEGRADED})
-#: States that need the user's attention.
-ALARM_STATES: Final = frozenset({ServerState.PARKED})
-
 S = ServerState
 
 #: Every allowed move; ``ManagedServer._change_state`` refuses anything else.
