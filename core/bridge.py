@@ -36,11 +36,15 @@ from core.paths import Paths
 from core.registry import ROLE_BRIDGE, HeartbeatOutcome, RegistryFileError, WorkerRegistry
 from core.runtime import NotRunning, running_instance
 from core.secrets import read_token
+from core.streamable import PROTOCOL_HEADER, SESSION_HEADER
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_NOT_RUNNING: Final = 3
-SESSION_HEADER: Final = "mcp-session-id"
+#: Sent on every request so the gateway's session shows the real client
+#: and links to this bridge's worker row.
+CLIENT_HEADER: Final = "x-mcp-tray-client"
+WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: At stdin EOF, how long requests already sent may still deliver answers.
 DRAIN_SECONDS: Final = 2.0
 
@@ -181,7 +185,7 @@ class Relay:
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
         if self.protocol_version:
-            headers["mcp-protocol-version"] = self.protocol_version
+            headers[PROTOCOL_HEADER] = self.protocol_version
         return headers
 
     async def emit(self, data: bytes) -> None:
@@ -327,8 +331,8 @@ async def serve(name: str, paths: Paths) -> int:
         return EXIT_FAILED
     headers = {
         "authorization": f"Bearer {token}",
-        "x-mcp-tray-client": normalize_client_name(who.client),
-        "x-mcp-tray-worker": attachment.identity,
+        CLIENT_HEADER: normalize_client_name(who.client),
+        WORKER_HEADER: attachment.identity,
     }
     reader, writer = await _stdio()
     relay = Relay(f"{info.url}/mcp/{name}", headers, writer)

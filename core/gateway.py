@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core import __version__
+from core.bridge import CLIENT_HEADER, WORKER_HEADER
 from core.errors import CallError, SessionTripped, UnknownServer, UpstreamError
 from core.jsonrpc import INTERNAL_ERROR, RpcError
 from core.managed import ManagedServer
@@ -37,9 +38,6 @@ from core.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
 
-#: Headers a bridge (``mcp-tray connect``) sends so its session shows the real client.
-CLIENT_HEADER: Final = "x-mcp-tray-client"
-WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: Lists served from the server's last listing.
 LIST_METHODS: Final = {
     "tools/list": "tools",
