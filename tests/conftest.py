@@ -137,3 +137,8 @@ def process_gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def process_alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie waiting to be reaped."""
+    return not process_gone(pid)

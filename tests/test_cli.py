@@ -22,6 +22,7 @@ import pytest
 from core.paths import Paths, default_paths
 from core.sweep import sweep_leftovers
 from tests.conftest import ECHO, GRANDCHILD, python_server
+from tests.conftest import process_alive as alive
 
 
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -119,13 +120,6 @@ def headless(tmp_path: Path) -> Iterator[Any]:
         instance.stop()
     # Whatever a SIGKILLed instance left behind must not outlive the test.
     sweep_leftovers()
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ spawned as a subprocess. Only the OS keyring is replaced (tests/fake_keyring).
 """
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,7 +17,7 @@ from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextConte
 
 from core.service import TrayService
 from core.states import ServerState
-from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, bridge_client, http_client
 
 
@@ -348,17 +347,9 @@ async def test_per_session_sharing_gives_each_session_its_own_child(services: Se
         assert pid_a != pid_b
         assert len(service.supervisor.private) == 2
     await wait_until(lambda: not service.supervisor.private, what="private children stopped")
-    await wait_until(lambda: not _alive(pid_a) and not _alive(pid_b), what="both children gone")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    import psutil
-
-    return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    await wait_until(
+        lambda: not process_alive(pid_a) and not process_alive(pid_b), what="both children gone"
+    )
 
 
 @pytest.mark.usefixtures("fake_keyring")

@@ -16,7 +16,7 @@ from core.config_watch import ConfigWatcher
 from core.paths import Paths
 from core.states import ServerState
 from core.supervisor import Supervisor
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, FAST_TIMING, process_alive, python_server, wait_ready, wait_until
 
 
 def document(**servers: dict[str, Any]) -> str:
@@ -79,20 +79,11 @@ async def test_added_and_removed_servers_start_and_stop(tray_home: Paths) -> Non
         assert watcher.last_result is not None
         assert (watcher.last_result.added, watcher.last_result.removed) == (("c",), ("a",))
         assert old.state is ServerState.STOPPED and list(supervisor.servers) == ["c"]
-        assert pid is not None and not _alive(pid)
+        assert pid is not None and not process_alive(pid)
         await wait_ready(supervisor.server("c"))
     finally:
         await watcher.aclose()
         await supervisor.aclose()
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 async def test_an_invalid_edit_keeps_everything_running_and_surfaces_the_error(

@@ -19,14 +19,14 @@ from core.envvars import OWNER_ENV
 from core.paths import Paths
 from core.states import ServerState
 from core.sweep import find_leftovers, new_owner_id, owner_alive, sweep_leftovers
-from tests.conftest import GRANDCHILD, SupervisorFactory, python_server, wait_ready, wait_until
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+from tests.conftest import (
+    GRANDCHILD,
+    SupervisorFactory,
+    python_server,
+    wait_ready,
+    wait_until,
+)
+from tests.conftest import process_alive as alive
 
 
 async def test_stop_leaves_no_process_of_the_group_even_when_the_leader_exits_cleanly(
@@ -99,7 +99,7 @@ async def test_a_crashed_childs_grandchildren_are_ended_before_the_respawn(
 def spawn_tagged(owner: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, **{OWNER_ENV: owner})
     return subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True
+        [sys.executable, "-c", "import signal; signal.pause()"], env=env, start_new_session=True
     )
 
 

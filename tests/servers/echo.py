@@ -14,8 +14,8 @@ Environment switches (all optional):
 
 import asyncio
 import os
+import signal
 import sys
-import time
 from pathlib import Path
 
 fail_while = os.environ.get("ECHO_FAIL_WHILE")
@@ -29,7 +29,8 @@ if state_file:
         mode = os.environ.get("ECHO_ON_RESTART", "")
         if mode == "hang":
             print("echo: hanging before the handshake", file=sys.stderr, flush=True)
-            time.sleep(3600)
+            # Hang until the stop contract ends us (stdin EOF is ignored here).
+            signal.pause()
         elif mode == "crash":
             print("echo: crashing at start", file=sys.stderr, flush=True)
             sys.exit(7)

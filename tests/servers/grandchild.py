@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-code = "import signal, time\n"
+code = "import signal\n"
 if os.environ.get("GRANDCHILD_STUBBORN") == "1":
     code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-code += "time.sleep(3600)\n"
+# Block until a signal ends it (an ignored SIGTERM does not wake pause()).
+code += "while True:\n    signal.pause()\n"
 # The grandchild keeps stdout/stderr open, as a wrapper's child would.
 grandchild = subprocess.Popen([sys.executable, "-c", code])
 pid_file = os.environ.get("GRANDCHILD_PID_FILE")
