@@ -8,8 +8,8 @@ once; stderr lines pass through one by one for the Logs tab.
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.snapshot import Event, TraySnapshot
-from core.supervisor import Supervisor
+from core.base.snapshot import Event, TraySnapshot
+from core.supervision.supervisor import Supervisor
 
 #: How long events are gathered before views hear of them.
 COALESCE_MS = 50

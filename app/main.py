@@ -12,10 +12,10 @@ import signal
 import sys
 from typing import Any
 
-from core.config import TrayConfig
-from core.control_client import ControlClient
-from core.paths import Paths
-from core.runtime import AlreadyRunning, NotRunning
+from core.cli.control_client import ControlClient
+from core.settings.config import TrayConfig
+from core.settings.paths import Paths
+from core.settings.runtime import AlreadyRunning, NotRunning
 
 
 def ask_running_instance_to_raise(paths: Paths) -> int | None:
@@ -45,7 +45,7 @@ def run_gui(config: TrayConfig, paths: Paths, config_error: str | None = None) -
     app = QApplication.instance() or QApplication(sys.argv[:1])
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print("mcp-tray: this desktop has no system tray: running headless", file=sys.stderr)
-        from core.headless import run_headless
+        from core.cli.headless import run_headless
 
         return run_headless(config, paths)
     assert isinstance(app, QApplication)
@@ -98,7 +98,7 @@ class Gui:
 
 
 async def _main(app: Any, config: TrayConfig, paths: Paths, config_error: str | None) -> int:
-    from core.service import TrayService
+    from core.serving.service import TrayService
 
     service = TrayService(config, paths)
     await service.start()

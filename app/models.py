@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from core.identity import client_display_name
-from core.snapshot import ServerSnapshot
+from core.base.snapshot import ServerSnapshot
+from core.registry.identity import client_display_name
 
 Row = dict[str, Any]
 Index = QModelIndex | QPersistentModelIndex

@@ -10,8 +10,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Final
 
-from core.snapshot import TraySnapshot
-from core.states import ServerState
+from core.base.snapshot import TraySnapshot
+from core.base.states import ServerState
 
 #: Tooltips longer than this are cut: a tray tooltip is one glance.
 TOOLTIP_MAX: Final = 160

@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from app.core_link import CoreLink
 from app.icons import tray_icon
 from app.status import TrayStatus, tray_status
-from core.snapshot import TraySnapshot
-from core.states import ServerState
+from core.base.snapshot import TraySnapshot
+from core.base.states import ServerState
 
 #: At most one notification per server (or per kind) in this many seconds.
 NOTIFY_EVERY_SECONDS: Final = 60.0

@@ -40,8 +40,8 @@ from app.models import (
     WorkersModel,
     server_rows,
 )
-from core.errors import McpTrayError
-from core.snapshot import TraySnapshot
+from core.base.errors import McpTrayError
+from core.base.snapshot import TraySnapshot
 
 #: Heartbeat ages and uptimes tick this often.
 TICK_MS: Final = 1000

@@ -163,7 +163,7 @@ class Tray:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "core.cli", *args],
+            [sys.executable, "-m", "core.cli.main", *args],
             env=self.env,
             cwd=ROOT,
             capture_output=True,
@@ -175,7 +175,7 @@ class Tray:
     def start(self) -> None:
         config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}}}
         self.config.write_text(json.dumps(config, indent=2))
-        runner = ["-m", "core.cli"]
+        runner = ["-m", "core.cli.main"]
         if self.profile is not None:
             runner = ["-m", "cProfile", "-o", str(self.profile), *runner]
         self._log_file = self.log.open("wb")
@@ -681,7 +681,7 @@ async def measure(
             stdio_client(
                 StdioServerParameters(
                     command=sys.executable,
-                    args=["-m", "core.cli", "connect", SERVER],
+                    args=["-m", "core.cli.main", "connect", SERVER],
                     env=bridge_env,
                     cwd=ROOT,
                 ),

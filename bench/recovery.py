@@ -38,11 +38,11 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.config import load_config
-from core.paths import default_paths
-from core.snapshot import Event
-from core.states import ServerState
-from core.supervisor import Supervisor
+from core.base.snapshot import Event
+from core.base.states import ServerState
+from core.settings.config import load_config
+from core.settings.paths import default_paths
+from core.supervision.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = "demo-clock"

@@ -27,9 +27,9 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.clock import utc_now
-from core.identity import worker_identity
-from core.registry import WorkerRegistry
+from core.base.clock import utc_now
+from core.registry.identity import worker_identity
+from core.registry.store import WorkerRegistry
 
 TARGET_BEATS_PER_SECOND = 2000
 

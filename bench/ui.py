@@ -57,10 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from core.clock import utc_now
-from core.identity import worker_identity
-from core.paths import Paths, default_paths
-from core.registry import WorkerRegistry
+from core.base.clock import utc_now
+from core.registry.identity import worker_identity
+from core.registry.store import WorkerRegistry
+from core.settings.paths import Paths, default_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo"
@@ -99,7 +99,7 @@ def child_main(args: argparse.Namespace) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from core.config import load_config
+    from core.settings.config import load_config
 
     paths = default_paths().ensure()
     config = load_config(Path(args.config))
@@ -116,7 +116,7 @@ async def _child(app: Any, config: Any, paths: Paths) -> int:
     from PySide6.QtWidgets import QSystemTrayIcon
 
     from app.main import Gui
-    from core.service import TrayService
+    from core.serving.service import TrayService
 
     service = TrayService(config, paths)
     await service.start()
@@ -231,7 +231,7 @@ class Tray:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "core.cli", *args],
+            [sys.executable, "-m", "core.cli.main", *args],
             env=self.env,
             cwd=ROOT,
             capture_output=True,

@@ -12,13 +12,13 @@ from typing import Any
 import psutil
 import pytest
 
-from core.child import StopTiming
-from core.clock import SYSTEM_CLOCK, Clock, FakeClock
-from core.config import load_config
-from core.managed import ManagedServer, Timing
-from core.paths import Paths, default_paths
-from core.states import ServerState
-from core.supervisor import Supervisor
+from core.base.clock import SYSTEM_CLOCK, Clock, FakeClock
+from core.base.states import ServerState
+from core.settings.config import load_config
+from core.settings.paths import Paths, default_paths
+from core.supervision.child import StopTiming
+from core.supervision.managed import ManagedServer, Timing
+from core.supervision.supervisor import Supervisor
 
 pytest_plugins = ["tests.gateway_support"]
 

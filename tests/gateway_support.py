@@ -14,9 +14,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from core.config import load_config
-from core.paths import Paths
-from core.service import TrayService
+from core.serving.service import TrayService
+from core.settings.config import load_config
+from core.settings.paths import Paths
 from tests.conftest import FAST_TIMING
 from tests.fake_keyring import PATH_ENV, FileKeyring
 
@@ -93,7 +93,7 @@ async def bridge_client(
 ) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "core.cli", "connect", server],
+        args=["-m", "core.cli.main", "connect", server],
         env=bridge_env(paths, **(env or {})),
         cwd=str(REPO),
     )

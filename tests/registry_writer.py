@@ -13,9 +13,9 @@ import json
 import sqlite3
 import sys
 
-from core.clock import utc_now
-from core.identity import worker_identity
-from core.registry import WorkerRegistry
+from core.base.clock import utc_now
+from core.registry.identity import worker_identity
+from core.registry.store import WorkerRegistry
 
 #: Attempts per beat before giving up; reaching it means the registry is
 #: wedged, which the parent reports as a lost beat.

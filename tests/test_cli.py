@@ -1,7 +1,7 @@
 """The mcp-tray command end to end: a real headless instance, real CLI processes.
 
 Strategy: start `mcp-tray run --headless` as a subprocess under a private
-MCP_TRAY_HOME, drive it with the real CLI (python -m core.cli) and check
+MCP_TRAY_HOME, drive it with the real CLI (python -m core.cli.main) and check
 stdout, stderr and exit codes; kill it with SIGTERM and SIGKILL and look for
 leftover processes with psutil.
 """
@@ -19,8 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from core.paths import Paths, default_paths
-from core.sweep import sweep_leftovers
+from core.settings.paths import Paths, default_paths
+from core.supervision.sweep import sweep_leftovers
 from tests.conftest import ECHO, GRANDCHILD, python_server
 from tests.conftest import process_alive as alive
 
@@ -28,7 +28,7 @@ from tests.conftest import process_alive as alive
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, MCP_TRAY_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -49,7 +49,7 @@ class Headless:
             [
                 sys.executable,
                 "-m",
-                "core.cli",
+                "core.cli.main",
                 "run",
                 "--headless",
                 "--config",
@@ -332,7 +332,7 @@ def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: An
     env.pop("MCP_TRAY_HEADLESS", None)
 
     second = subprocess.run(
-        [sys.executable, "-m", "core.cli"],
+        [sys.executable, "-m", "core.cli.main"],
         capture_output=True,
         text=True,
         env=env,

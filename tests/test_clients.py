@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
-from core.config import load_config
-from core.secrets import get_secret
+from core.cli.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
+from core.settings.config import load_config
+from core.settings.secrets import get_secret
 from tests.fake_keyring import FileKeyring
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients"
@@ -49,7 +49,7 @@ def test_an_http_snippet_points_at_the_gateway_with_the_token(client: str) -> No
 
 
 def test_claude_desktop_gets_no_http_snippet() -> None:
-    from core.clients import SnippetError
+    from core.cli.clients import SnippetError
 
     with pytest.raises(SnippetError, match="--bridge"):
         client_snippet("claude", ["echo"], http_url="http://127.0.0.1:1", token="t")
@@ -112,7 +112,7 @@ def test_secret_looking_values_move_to_the_keyring_when_accepted(
     source = read_client_servers("claude", SOURCES["claude"])
 
     def accept(name: str, value: str) -> bool:
-        from core.secrets import set_secret
+        from core.settings.secrets import set_secret
 
         set_secret(name, value)
         return True
@@ -127,12 +127,12 @@ def test_secret_looking_values_move_to_the_keyring_when_accepted(
 
 
 def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    from core.paths import default_paths
+    from core.settings.paths import default_paths
     from tests.gateway_support import bridge_env
 
     env = bridge_env(default_paths({"MCP_TRAY_HOME": str(home)}))
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,

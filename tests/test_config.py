@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import ServerConfig, load_config
-from core.errors import ConfigError
+from core.base.errors import ConfigError
+from core.settings.config import ServerConfig, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,7 +1,7 @@
 """``mcp-tray install-desktop``: the freedesktop menu entry, its icon and the autostart entry.
 
 Strategy: point XDG_DATA_HOME and XDG_CONFIG_HOME (and HOME, so a fallback
-could never touch the real one) at tmp_path, call core.desktop_entry directly
+could never touch the real one) at tmp_path, call core.cli.desktop_entry directly
 for the file contents and the Exec rules, then run the real CLI in a
 subprocess for exit codes and output. When ``desktop-file-validate`` is
 installed the written entries must pass it; without it that one check is
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from core import desktop_entry
-from core.desktop_entry import (
+from core.cli import desktop_entry
+from core.cli.desktop_entry import (
     AUTOSTART_LINE,
     desktop_files,
     exec_value,
@@ -119,7 +119,7 @@ def test_exec_quotes_and_escapes_arguments_per_the_desktop_entry_spec() -> None:
     # Inside quotes `$` is backslash-escaped; then the string-value escape doubles `\`.
     assert exec_value(["/x/$y"]) == '"/x/\\\\$y"'
     assert exec_value(["/x/100%"]) == "/x/100%%"
-    assert exec_value(["/py", "-m", "core.cli"]) == "/py -m core.cli"
+    assert exec_value(["/py", "-m", "core.cli.main"]) == "/py -m core.cli.main"
 
 
 def test_the_launcher_is_the_mcp_tray_script_beside_the_interpreter(
@@ -142,7 +142,7 @@ def test_without_a_script_the_launcher_is_the_one_on_path_else_python_m_core_cli
     onpath = tmp_path / "onpath"
     onpath.mkdir()
     monkeypatch.setenv("PATH", str(onpath))
-    assert launcher_argv() == [str(tmp_path / "python"), "-m", "core.cli"]
+    assert launcher_argv() == [str(tmp_path / "python"), "-m", "core.cli.main"]
     script = onpath / "mcp-tray"
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
@@ -160,7 +160,7 @@ def test_a_missing_template_is_a_clear_error_and_writes_nothing(
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", "install-desktop", *args],
+        [sys.executable, "-m", "core.cli.main", "install-desktop", *args],
         capture_output=True,
         text=True,
         env=dict(os.environ, **env),

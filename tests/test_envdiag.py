@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-import core.envvars as envvars
+import core.base.envvars as envvars
 from core import __version__
-from core.clock import FakeWallClock
-from core.envdiag import (
+from core.base.clock import FakeWallClock
+from core.registry.envdiag import (
     ENV_SCAN_FAILED,
     SECRET_LITERAL,
     STALE_RUNTIME,
@@ -34,9 +34,9 @@ from core.envdiag import (
     stale_runtime,
     unsupported_env,
 )
-from core.identity import worker_identity
-from core.registry import WorkerRecord, WorkerRegistry
-from core.workers_view import (
+from core.registry.identity import worker_identity
+from core.registry.store import WorkerRecord, WorkerRegistry
+from core.registry.workers_view import (
     DOCTOR_OK,
     DOCTOR_WARNINGS,
     doctor_exit_code,

@@ -2,7 +2,7 @@
 
 Strategy: a TrayService runs in the test's loop with real children from
 tests/servers/; clients are the SDK's own ClientSession over its own
-streamable HTTP client, or over stdio to `python -m core.cli connect NAME`
+streamable HTTP client, or over stdio to `python -m core.cli.main connect NAME`
 spawned as a subprocess. Only the OS keyring is replaced (tests/fake_keyring).
 """
 
@@ -15,8 +15,8 @@ import pytest
 from mcp.client.session import IncomingMessage
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from core.service import TrayService
-from core.states import ServerState
+from core.base.states import ServerState
+from core.serving.service import TrayService
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, bridge_client, http_client
 
@@ -356,7 +356,7 @@ async def test_per_session_sharing_gives_each_session_its_own_child(services: Se
 async def test_a_keyring_secret_reaches_the_child_and_a_missing_one_parks_naming_it(
     services: Services,
 ) -> None:
-    from core.secrets import set_secret
+    from core.settings.secrets import set_secret
 
     set_secret("echo-token", "s3cr3t")
     service = await services.start(
@@ -380,7 +380,7 @@ async def test_a_keyring_secret_reaches_the_child_and_a_missing_one_parks_naming
 @pytest.mark.usefixtures("fake_keyring")
 async def test_the_api_token_lives_in_the_keyring_when_one_is_usable(services: Services) -> None:
     service = await services.start({})
-    from core.secrets import read_token
+    from core.settings.secrets import read_token
 
     assert read_token(service.paths.token_file) == service.token
     assert not service.paths.token_file.exists()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import FakeWallClock
-from core.heartbeat import (
+from core.base.clock import FakeWallClock
+from core.registry.heartbeat import (
     UNSUPERVISED_REASON,
     HeartbeatStatus,
     WorkerHeartbeatSupervisor,
@@ -29,8 +29,8 @@ from core.heartbeat import (
     heartbeat_interval_for,
     heartbeat_settings,
 )
-from core.identity import worker_identity
-from core.registry import (
+from core.registry.identity import worker_identity
+from core.registry.store import (
     BLOCKER_FENCED,
     BLOCKER_NO_ATTACHMENT,
     DEFAULT_HEARTBEAT_TTL_SECONDS,
@@ -492,8 +492,8 @@ def test_a_started_supervisor_is_stopped_at_interpreter_exit(tmp_path: Path) -> 
     script = textwrap.dedent(
         f"""
         import atexit
-        from core.heartbeat import WorkerHeartbeatSupervisor
-        from core.registry import WorkerRegistry
+        from core.registry.heartbeat import WorkerHeartbeatSupervisor
+        from core.registry.store import WorkerRegistry
 
         registry = WorkerRegistry({str(tmp_path / "registry.sqlite")!r})
         registration = registry.register(

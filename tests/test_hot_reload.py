@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.config import load_config
-from core.config_watch import ConfigWatcher
-from core.paths import Paths
-from core.states import ServerState
-from core.supervisor import Supervisor
+from core.base.states import ServerState
+from core.serving.config_watch import ConfigWatcher
+from core.settings.config import load_config
+from core.settings.paths import Paths
+from core.supervision.supervisor import Supervisor
 from tests.conftest import ECHO, FAST_TIMING, process_alive, python_server, wait_ready, wait_until
 
 

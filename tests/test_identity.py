@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from core.identity import (
+from core.registry.identity import (
     CLIENT_ALIASES,
     CLIENT_DISPLAY_NAMES,
     UNKNOWN_CLIENT,

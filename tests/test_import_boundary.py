@@ -12,8 +12,12 @@ CORE = Path(__file__).resolve().parent.parent / "core"
 
 
 def test_importing_every_core_module_loads_no_qt() -> None:
-    modules = sorted(f"core.{path.stem}" for path in CORE.glob("*.py") if path.stem != "__init__")
-    assert "core.supervisor" in modules
+    modules = sorted(
+        ".".join(path.relative_to(CORE.parent).with_suffix("").parts)
+        for path in CORE.rglob("*.py")
+        if path.stem != "__init__"
+    )
+    assert "core.supervision.supervisor" in modules
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

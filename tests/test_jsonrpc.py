@@ -1,4 +1,4 @@
-"""core.jsonrpc spells a few SDK constants itself (to keep the SDK out of the
+"""core.protocol.jsonrpc spells a few SDK constants itself (to keep the SDK out of the
 tray's memory); this keeps them equal to the SDK's, so they cannot drift."""
 
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import mcp_types
 from mcp_types import version
 
-from core import jsonrpc
+from core.protocol import jsonrpc
 
 
 def test_the_error_codes_and_handshake_versions_match_the_sdk() -> None:
@@ -26,7 +26,7 @@ def test_the_error_codes_and_handshake_versions_match_the_sdk() -> None:
 
 def test_the_running_tray_does_not_load_the_mcp_sdk() -> None:
     code = (
-        "import sys, core.service, core.cli, core.bridge\n"
+        "import sys, core.serving.service, core.cli.main, core.bridge.relay\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n"
     )
     result = subprocess.run(

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from core.breakers import ServerBreaker, SessionBreaker
-from core.clock import FakeClock, wait_within
-from core.restart_policy import Backoff, RapidDropBudget
-from core.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
+from core.base.clock import FakeClock, wait_within
+from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
+from core.supervision.breakers import ServerBreaker, SessionBreaker
+from core.supervision.restart_policy import Backoff, RapidDropBudget
 
 
 def test_every_state_has_a_row_and_nothing_leaves_stopped_except_starting() -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from core import registry as registry_module
-from core.clock import FakeWallClock
-from core.registry import (
+from core.base.clock import FakeWallClock
+from core.registry import store as registry_module
+from core.registry.store import (
     BLOCKER_FENCED,
     BLOCKER_NO_ATTACHMENT,
     INITIAL_FENCING_EPOCH,
@@ -30,7 +30,7 @@ from core.registry import (
     RegistryFileError,
     WorkerRegistry,
 )
-from core.workers_view import (
+from core.registry.workers_view import (
     STATUS_FENCED,
     STATUS_LIVE,
     STATUS_STALE,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from core.registry import WorkerRegistry
+from core.registry.store import WorkerRegistry
 
 REPO = Path(__file__).resolve().parents[1]
 WRITER = Path(__file__).with_name("registry_writer.py")

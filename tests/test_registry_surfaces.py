@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from core.identity import worker_identity
-from core.paths import Paths
-from core.registry import ROLE_BRIDGE, WorkerRegistry
+from core.registry.identity import worker_identity
+from core.registry.store import ROLE_BRIDGE, WorkerRegistry
+from core.settings.paths import Paths
 from tests.gateway_support import Services
 
 WORKER_FIELDS = {
@@ -62,7 +62,7 @@ def cli(paths: Paths, *args: str, **env: str) -> subprocess.CompletedProcess[str
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
     clean.update(MCP_TRAY_HOME=str(paths.state_dir.parent), **env)
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.cli.main", *args],
         capture_output=True,
         text=True,
         env=clean,

@@ -7,10 +7,10 @@ half-open probe is reached by moving the clock, not by waiting 60 s.
 
 import pytest
 
-from core.clock import FakeClock
-from core.errors import BreakerOpen, ExitedMidCall
-from core.managed import ManagedServer
-from core.states import BreakerState
+from core.base.clock import FakeClock
+from core.base.errors import BreakerOpen, ExitedMidCall
+from core.base.states import BreakerState
+from core.supervision.managed import ManagedServer
 from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready
 
 

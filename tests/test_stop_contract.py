@@ -14,11 +14,11 @@ from pathlib import Path
 
 import psutil
 
-from core.child import group_members
-from core.envvars import OWNER_ENV
-from core.paths import Paths
-from core.states import ServerState
-from core.sweep import find_leftovers, new_owner_id, owner_alive, sweep_leftovers
+from core.base.envvars import OWNER_ENV
+from core.base.states import ServerState
+from core.settings.paths import Paths
+from core.supervision.child import group_members
+from core.supervision.sweep import find_leftovers, new_owner_id, owner_alive, sweep_leftovers
 from tests.conftest import (
     GRANDCHILD,
     SupervisorFactory,
@@ -133,8 +133,8 @@ async def test_the_supervisor_sweeps_at_start_up(tray_home: Paths) -> None:
         await wait_until(
             lambda: OWNER_ENV in psutil.Process(leftover.pid).environ(), what="tag visible"
         )
-        from core.config import load_config
-        from core.supervisor import Supervisor
+        from core.settings.config import load_config
+        from core.supervision.supervisor import Supervisor
 
         tray_home.config_file.write_text('{"mcpServers": {}}')
         supervisor = Supervisor(load_config(tray_home.config_file), tray_home)

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from core.clock import FakeClock
-from core.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
-from core.managed import ManagedServer
-from core.states import ServerState
+from core.base.clock import FakeClock
+from core.base.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
+from core.base.states import ServerState
+from core.supervision.managed import ManagedServer
 from tests.conftest import (
     CRASH_AT_START,
     ECHO,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.status import TOOLTIP_MAX, TrayColour, tray_status
-from core.snapshot import ServerSnapshot, TraySnapshot
-from core.states import BreakerState, ServerState
+from core.base.snapshot import ServerSnapshot, TraySnapshot
+from core.base.states import BreakerState, ServerState
 
 
 def server(name: str, state: ServerState, reason: str | None = None) -> ServerSnapshot:

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
 from app.tray import Notifier, build_menu
-from core.states import ServerState
+from core.base.states import ServerState
 from tests.app.test_status import server, snapshot
 
 

@@ -17,9 +17,9 @@ from PySide6.QtTest import QTest
 from app.core_link import CoreLink
 from app.main import ask_running_instance_to_raise
 from app.window import MainWindow
-from core.paths import Paths
-from core.service import TrayService
-from core.states import ServerState
+from core.base.states import ServerState
+from core.serving.service import TrayService
+from core.settings.paths import Paths
 from tests.conftest import ECHO, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client
 

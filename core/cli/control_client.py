@@ -1,0 +1,74 @@
+"""The CLI's side of the local API: find the running instance, send one request.
+
+Standard library only (http.client), so ``mcp-tray status`` starts fast.
+"""
+
+import http.client
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from core.settings.paths import Paths
+from core.settings.runtime import NotRunning, RuntimeInfo, running_instance
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def error(self) -> str:
+        return str(self.body.get("error", f"HTTP {self.status}"))
+
+
+class ControlClient:
+    def __init__(self, paths: Paths, info: RuntimeInfo, token: str, timeout: float = 30.0) -> None:
+        self.paths = paths
+        self.info = info
+        self._token = token
+        self.timeout = timeout
+
+    @classmethod
+    def connect(cls, paths: Paths, timeout: float = 30.0) -> "ControlClient":
+        from core.settings.secrets import read_token
+
+        info = running_instance(paths)
+        token = read_token(paths.token_file)
+        if token is None:
+            raise NotRunning(paths, "no API token found in the keyring or the token file")
+        return cls(paths, info, token, timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Reply:
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", self.info.port, timeout=timeout or self.timeout
+        )
+        headers = {"Authorization": f"Bearer {self._token}", "Host": f"127.0.0.1:{self.info.port}"}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        except ConnectionRefusedError:
+            raise NotRunning(self.paths, f"nothing answers on port {self.info.port}") from None
+        finally:
+            connection.close()
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"error": raw.decode("utf-8", errors="replace")}
+        return Reply(response.status, data if isinstance(data, dict) else {"value": data})

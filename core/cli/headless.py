@@ -1,0 +1,43 @@
+"""``mcp-tray run --headless``: the whole service in the foreground, no Qt.
+
+SIGTERM and SIGINT stop every child by the stop contract, then exit 0.
+"""
+
+import asyncio
+import signal
+import sys
+
+from core.serving.service import TrayService
+from core.settings.config import TrayConfig
+from core.settings.paths import Paths
+from core.settings.runtime import AlreadyRunning
+
+
+async def serve(config: TrayConfig, paths: Paths) -> int:
+    service = TrayService(config, paths)
+    try:
+        await service.start()
+    except AlreadyRunning as exc:
+        print(f"mcp-tray: {exc}", file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    enabled = len(config.enabled)
+    print(
+        f"mcp-tray {service.info.version if service.info else ''} running headless: "
+        f"{enabled} server(s) from {config.path}; API {service.url}. Stop with Ctrl+C.",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        print("mcp-tray: stopping every server...", file=sys.stderr, flush=True)
+        await service.aclose()
+    return 0
+
+
+def run_headless(config: TrayConfig, paths: Paths) -> int:
+    return asyncio.run(serve(config, paths))

@@ -1,0 +1,266 @@
+"""The tray's side of the worker registry, and the periodic diagnostics.
+
+- Registers a worker row for every direct HTTP client session (bridges
+  register themselves) and heartbeats all of them from one task.
+- Keeps a fresh copy of every row (the Workers tab, /api/v1/workers, the
+  snapshot) and publishes a ``workers`` event when it changed.
+- Runs the doctor (own env, live workers' envs, runtime versions, literal
+  secrets) on a timer and on demand; publishes ``warnings``.
+
+Every registry and psutil call runs in a worker thread, never on the loop.
+"""
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from core import __version__
+from core.base.snapshot import Event
+from core.registry.envdiag import Diagnostic, doctor
+from core.registry.heartbeat import heartbeat_interval_for
+from core.registry.identity import worker_identity
+from core.registry.store import (
+    DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ROLE_HTTP_SESSION,
+    RegistryFileError,
+    WorkerRegistry,
+)
+from core.registry.workers_view import JsonRow, worker_rows
+from core.serving.sessions import ClientSession
+
+logger = logging.getLogger(__name__)
+
+#: How often the registry is checked for changes (one cheap PRAGMA).
+ROWS_REFRESH_SECONDS: Final = 1.0
+#: Rows are re-read at least this often even when nothing was written, so
+#: the live/stale verdicts of silent rows follow the clock...
+ROWS_REREAD_SECONDS: Final = 10.0
+#: ...and at most this often while they keep changing: with a thousand
+#: workers beating, a full read every second would cost ~2 % of a core.
+ROWS_MIN_INTERVAL_SECONDS: Final = 3.0
+#: How often rows long past their TTL are dropped.
+EXPIRE_EVERY_SECONDS: Final = 60.0
+#: How often the doctor runs on its own (it also runs on demand).
+DIAGNOSTICS_INTERVAL_SECONDS: Final = 60.0
+#: Rows silent this long past their TTL are dropped (a crashed bridge's row).
+EXPIRED_ROW_GRACE_SECONDS: Final = 3600.0
+
+
+@dataclass(frozen=True)
+class _HttpWorker:
+    identity: str
+    epoch: int
+
+
+class WorkerWatch:
+    def __init__(
+        self,
+        registry: WorkerRegistry | None,
+        publish: Callable[[Event], None],
+        *,
+        servers_env: Callable[[], Mapping[str, Mapping[str, str]]],
+        registry_problem: str | None = None,
+        ttl: float = DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ) -> None:
+        self.registry = registry
+        self._publish = publish
+        self._servers_env = servers_env
+        self.ttl = ttl
+        self.rows: list[JsonRow] = []
+        self.diagnostics: list[Diagnostic] = []
+        #: Problems of mcp-tray's own (registry unusable, token in a file).
+        self.own_warnings: list[str] = [registry_problem] if registry_problem else []
+        self._http: dict[str, _HttpWorker] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stamp: tuple[int, int] | None = None
+        self._read_at = 0.0
+        self._expired_at = 0.0
+
+    @classmethod
+    def open(cls, path: Any, publish: Callable[[Event], None], **kwargs: Any) -> "WorkerWatch":
+        try:
+            registry: WorkerRegistry | None = WorkerRegistry(path)
+            problem = None
+        except RegistryFileError as exc:
+            registry, problem = None, f"registry: {exc}"
+        return cls(registry, publish, registry_problem=problem, **kwargs)
+
+    @property
+    def http_sessions(self) -> int:
+        """Rows this process heartbeats (direct HTTP client sessions)."""
+        return len(self._http)
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._refresh_loop(), name="mcp-tray:workers"),
+            asyncio.create_task(self._beat_loop(), name="mcp-tray:http-heartbeats"),
+            asyncio.create_task(self._diagnostics_loop(), name="mcp-tray:doctor"),
+        ]
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for identity in [w.identity for w in self._http.values()]:
+            await self._to_thread(self._remove, identity)
+        self._http.clear()
+        if self.registry is not None:
+            self.registry.close()
+
+    # ----------------------------------------------------- HTTP sessions
+
+    def session_opened(self, session: ClientSession) -> None:
+        if session.kind != "http" or self.registry is None:
+            return
+        asyncio.get_running_loop().create_task(self._register(session))
+
+    def session_closed(self, session: ClientSession) -> None:
+        worker = self._http.pop(session.id, None)
+        if worker is not None:
+            asyncio.get_running_loop().create_task(self._to_thread(self._remove, worker.identity))
+
+    async def _register(self, session: ClientSession) -> None:
+        registry = self.registry
+        assert registry is not None
+        started = registry.wall_clock()
+        identity = worker_identity(session.client_name, session.id, started)
+
+        def register() -> int:
+            return registry.register(
+                worker_identity=identity,
+                client_name=session.client_name,
+                session_id=session.id,
+                role=ROLE_HTTP_SESSION,
+                server=session.server,
+                pid=os.getpid(),
+                heartbeat_ttl_seconds=self.ttl,
+                runtime_version=__version__,
+            ).fencing_epoch
+
+        epoch = await self._to_thread(register)
+        if epoch is None:
+            return
+        if session.closed:
+            await self._to_thread(self._remove, identity)
+            return
+        session.worker_identity = identity
+        self._http[session.id] = _HttpWorker(identity, epoch)
+        await self.refresh()
+
+    def _remove(self, identity: str) -> None:
+        if self.registry is not None:
+            self.registry.remove(identity)
+
+    async def _beat_loop(self) -> None:
+        interval = heartbeat_interval_for(self.ttl)
+        while True:
+            await asyncio.sleep(interval)
+            workers = list(self._http.values())
+            if workers and self.registry is not None:
+                await self._to_thread(_beat_all, self.registry, workers)
+
+    # ------------------------------------------------------------ views
+
+    async def refresh(self, *, force: bool = True) -> None:
+        """Re-read the rows (unless nothing changed and they are recent); publish a change."""
+        registry = self.registry
+        if registry is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        expire = now - self._expired_at >= EXPIRE_EVERY_SECONDS
+        since = now - self._read_at
+        if not force and since < ROWS_MIN_INTERVAL_SECONDS:
+            return
+        recent = since < ROWS_REREAD_SECONDS
+
+        def read() -> tuple[tuple[int, int], list[JsonRow] | None]:
+            if expire:
+                registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
+            stamp = registry.change_stamp()
+            if not force and recent and stamp == self._stamp:
+                return stamp, None
+            return stamp, list(worker_rows(registry))
+
+        outcome = await self._to_thread(read)
+        if outcome is None:
+            return
+        self._stamp, rows = outcome
+        if expire:
+            self._expired_at = now
+        if rows is None:
+            return
+        self._read_at = now
+        # Ages move with the clock; only a real change is news.
+        if _without_ages(rows) != _without_ages(self.rows):
+            self.rows = rows
+            self._publish(Event("workers"))
+        else:
+            self.rows = rows
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self.refresh(force=False)
+            await asyncio.sleep(ROWS_REFRESH_SECONDS)
+
+    async def run_doctor(self) -> list[Diagnostic]:
+        servers_env = {name: dict(env) for name, env in self._servers_env().items()}
+        registry = self.registry
+        found = await self._to_thread(
+            lambda: doctor(os.environ, registry, __version__, servers_env=servers_env)
+        )
+        if found is not None and found != self.diagnostics:
+            self.diagnostics = found
+            self._publish(Event("warnings"))
+        return self.diagnostics
+
+    async def _diagnostics_loop(self) -> None:
+        while True:
+            await self.run_doctor()
+            await asyncio.sleep(DIAGNOSTICS_INTERVAL_SECONDS)
+
+    def warnings_json(self) -> list[dict[str, Any]]:
+        items = [
+            {
+                "family": d.family.rstrip(":"),
+                "subject": d.subject,
+                "message": d.message,
+                "fix": d.fix,
+                "text": str(d),
+            }
+            for d in self.diagnostics
+        ]
+        for text in self.own_warnings:
+            family, _, message = text.partition(": ")
+            items.append(
+                {
+                    "family": family,
+                    "subject": "mcp-tray",
+                    "message": message,
+                    "fix": "",
+                    "text": text,
+                }
+            )
+        return items
+
+    async def _to_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking registry work off the loop; a failure is logged, never raised."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except Exception:
+            logger.exception("worker registry operation failed")
+        return None
+
+
+def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
+    for worker in workers:
+        outcome = registry.heartbeat(worker.identity, worker.epoch)
+        if not outcome.renewed and not outcome.transient:
+            logger.warning("HTTP session worker not renewed: %s", outcome)
+
+
+def _without_ages(rows: list[JsonRow]) -> list[JsonRow]:
+    return [{k: v for k, v in row.items() if k != "heartbeat_age_seconds"} for row in rows]

@@ -1,0 +1,165 @@
+"""What the surfaces show of the registry, the heartbeat and the doctor.
+
+Pure functions: records and diagnostics in, JSON-ready rows and text out.
+Call these (and nothing below them) from the surfaces:
+
+- ``mcp-tray workers [--json]``: ``worker_rows(registry, now=...)`` then
+  ``json.dumps(rows)`` or ``format_workers_table(rows)``.
+- ``mcp-tray doctor [--json]``: ``core.registry.envdiag.doctor(...)`` then
+  ``doctor_lines(diags)`` (one line each, with its fix) or
+  ``doctor_json(diags)``; exit with ``doctor_exit_code(diags)``.
+- control API / supervisor snapshot: ``worker_rows`` for workers,
+  ``snapshot_warnings(diags)`` for the hard warnings (both families), and
+  ``heartbeat_status_json(core.registry.heartbeat.describe_supervisor(sup))`` for a
+  process's own heartbeat.
+
+``worker_rows`` reads sqlite and may probe pids: call it off the event loop.
+Tested in tests/test_registry.py and tests/test_envdiag.py.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Final
+
+from core.registry.envdiag import Diagnostic, has_hard_warning
+from core.registry.heartbeat import HeartbeatStatus
+from core.registry.store import Liveness, PidProbe, WorkerRecord, WorkerRegistry
+
+#: The columns of ``mcp-tray workers``, in order; ``status`` follows them.
+WORKER_FIELDS: Final = (
+    "worker_identity",
+    "client_name",
+    "session_id",
+    "generation_id",
+    "server",
+    "pid",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_age_seconds",
+    "ttl_seconds",
+    "live",
+    "fencing_epoch",
+)
+
+STATUS_LIVE: Final = "live"
+STATUS_STALE: Final = "stale"
+STATUS_FENCED: Final = "fenced"
+
+#: Exit codes of ``mcp-tray doctor``.
+DOCTOR_OK: Final = 0
+DOCTOR_WARNINGS: Final = 1
+
+JsonRow = dict[str, str | int | float | bool | None]
+
+
+def worker_status(record: WorkerRecord, state: Liveness) -> str:
+    """live, or why not: fenced when a holder was refused after the last beat.
+
+    A live row stays live even after a refusal: the refused one was an old
+    holder, and the row's current holder is still beating.
+    """
+    if state.live:
+        return STATUS_LIVE
+    if record.fenced_at is not None and record.fenced_at >= record.last_heartbeat_at:
+        return STATUS_FENCED
+    return STATUS_STALE
+
+
+def worker_row(record: WorkerRecord, state: Liveness) -> JsonRow:
+    """One row of ``mcp-tray workers --json`` (``WORKER_FIELDS`` + status)."""
+    return {
+        "worker_identity": record.worker_identity,
+        "client_name": record.client_name,
+        "session_id": record.session_id,
+        "generation_id": record.generation_id,
+        "server": record.server,
+        "pid": record.pid,
+        "started_at": record.started_at.isoformat(),
+        "last_heartbeat_at": record.last_heartbeat_at.isoformat(),
+        "heartbeat_age_seconds": round(state.heartbeat_age_seconds, 3),
+        "ttl_seconds": record.heartbeat_ttl_seconds,
+        "live": state.live,
+        "fencing_epoch": record.fencing_epoch,
+        "status": worker_status(record, state),
+    }
+
+
+def worker_rows(
+    registry: WorkerRegistry,
+    *,
+    now: datetime | None = None,
+    pid_probe: PidProbe | None = None,
+) -> list[JsonRow]:
+    """Every registry row as ``worker_row``, ages measured at one ``now``."""
+    moment = registry.wall_clock() if now is None else now
+    return [
+        worker_row(record, registry.is_live(record, now=moment, pid_probe=pid_probe))
+        for record in registry.list_workers()
+    ]
+
+
+_TABLE_COLUMNS: Final = (
+    ("worker_identity", "WORKER"),
+    ("client_name", "CLIENT"),
+    ("session_id", "SESSION"),
+    ("server", "SERVER"),
+    ("pid", "PID"),
+    ("heartbeat_age_seconds", "AGE"),
+    ("ttl_seconds", "TTL"),
+    ("status", "STATUS"),
+    ("fencing_epoch", "EPOCH"),
+)
+
+
+def _cell(value: str | int | float | bool | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}s"
+    return str(value)
+
+
+def format_workers_table(rows: Sequence[JsonRow]) -> str:
+    """``mcp-tray workers`` without ``--json``: aligned columns."""
+    if not rows:
+        return "no workers registered"
+    table = [[title for _, title in _TABLE_COLUMNS]]
+    table += [[_cell(row.get(key)) for key, _ in _TABLE_COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(_TABLE_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def doctor_lines(diagnostics: Iterable[Diagnostic]) -> list[str]:
+    """One line per finding, hard warnings first, each ending with its fix."""
+    ordered = sorted(diagnostics, key=lambda d: (not d.hard, d.family, d.subject))
+    return [str(d) for d in ordered] or ["no problems found"]
+
+
+def doctor_json(diagnostics: Iterable[Diagnostic]) -> dict[str, object]:
+    items = list(diagnostics)
+    return {
+        "ok": not has_hard_warning(items),
+        "warnings": [{**asdict(d), "hard": d.hard, "text": str(d)} for d in items],
+    }
+
+
+def doctor_exit_code(diagnostics: Iterable[Diagnostic]) -> int:
+    """1 when any ``unsupported-env:`` or ``stale-runtime:`` is present."""
+    return DOCTOR_WARNINGS if has_hard_warning(diagnostics) else DOCTOR_OK
+
+
+def snapshot_warnings(diagnostics: Iterable[Diagnostic]) -> tuple[str, ...]:
+    """The hard warnings as the supervisor snapshot carries them (text)."""
+    return tuple(str(d) for d in diagnostics if d.hard)
+
+
+def heartbeat_status_json(status: HeartbeatStatus) -> dict[str, object]:
+    data = asdict(status)
+    if status.last_renewed_at is not None:
+        data["last_renewed_at"] = status.last_renewed_at.isoformat()
+    data["reasons"] = list(status.reasons)
+    return data

@@ -1,0 +1,230 @@
+"""The local control API (what the CLI and scripts use), on 127.0.0.1 only.
+
+Every request needs ``Authorization: Bearer <token>``; a Host or Origin that
+is not loopback is refused (a web page in the user's browser must not be
+able to drive mcp-tray through DNS rebinding).
+
+    GET  /api/v1/status
+    POST /api/v1/servers/{name}/respawn | stop | start
+    POST /api/v1/servers/{name}/call      {"tool": ..., "arguments": {...}, "timeout": s}
+    GET  /api/v1/servers/{name}/logs?n=N  the in-memory stderr tail
+    GET  /api/v1/sessions   POST /api/v1/sessions/{id}/reset   POST /api/v1/sessions/reset-all
+    GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
+    *    /mcp/{server}      the gateway (core.serving.gateway)
+"""
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from core.base.errors import CallError, McpTrayError, UnknownServer
+from core.serving.sessions import SessionTable, UnknownSession
+from core.supervision.supervisor import Supervisor
+
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+#: A CLI call with no timeout of its own waits this long for the tool.
+DEFAULT_CALL_TIMEOUT_SECONDS: Final = 120.0
+
+
+def _error(status: int, message: str, kind: str = "error") -> JSONResponse:
+    return JSONResponse({"error": message, "kind": kind}, status_code=status)
+
+
+def host_is_loopback(host_header: str) -> bool:
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host.split("]", 1)[0] + "]"
+    elif ":" in host:
+        host = host.rsplit(":", 1)[0]
+    return host in LOOPBACK_HOSTS
+
+
+def origin_is_loopback(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    return parts.scheme in ("http", "https") and (
+        host in LOOPBACK_HOSTS or f"[{host}]" in LOOPBACK_HOSTS
+    )
+
+
+class GuardMiddleware:
+    """Loopback Host/Origin and the bearer token, before anything else runs."""
+
+    def __init__(
+        self, app: ASGIApp, token: Callable[[], str], open_paths: tuple[str, ...] = ()
+    ) -> None:
+        self.app = app
+        self._token = token
+        self._open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not host_is_loopback(headers.get("host", "")):
+            await _error(403, "forbidden: the Host header is not a loopback address", "forbidden")(
+                scope, receive, send
+            )
+            return
+        origin = headers.get("origin")
+        if origin is not None and not origin_is_loopback(origin):
+            await _error(
+                403, f"forbidden: Origin {origin!r} is not a loopback address", "forbidden"
+            )(scope, receive, send)
+            return
+        if not any(scope["path"].startswith(p) for p in self._open_paths):
+            supplied = headers.get("authorization", "")
+            expected = f"Bearer {self._token()}"
+            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+                response = _error(
+                    401,
+                    "unauthorized: send Authorization: Bearer <token> (mcp-tray token prints it)",
+                    "unauthorized",
+                )
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class ControlTarget(Protocol):
+    """What the API needs from the running service."""
+
+    supervisor: Supervisor
+    sessions: SessionTable
+
+    def status_extra(self) -> dict[str, Any]: ...
+
+    def workers_json(self) -> list[dict[str, Any]]: ...
+
+    def warnings_json(self) -> list[dict[str, Any]]: ...
+
+    def metrics(self) -> bytes: ...
+
+    def raise_window(self) -> bool: ...
+
+
+def control_routes(target: ControlTarget) -> list[BaseRoute]:
+    supervisor = target.supervisor
+
+    async def status(request: Request) -> Response:
+        snapshot = supervisor.snapshot()
+        body: dict[str, Any] = {
+            "version": snapshot.version,
+            "config": snapshot.config_path,
+            "config_error": snapshot.config_error,
+            "servers": [server.to_json() for server in snapshot.servers],
+        }
+        body.update(target.status_extra())
+        return JSONResponse(body)
+
+    def action(verb: str, run: Callable[[str], Awaitable[None]]) -> Route:
+        async def endpoint(request: Request) -> Response:
+            name = request.path_params["name"]
+            try:
+                await run(name)
+            except UnknownServer as exc:
+                return _error(404, str(exc), "unknown-server")
+            return JSONResponse(
+                {"ok": True, "server": supervisor.server(name).snapshot().to_json()}
+            )
+
+        return Route(f"/api/v1/servers/{{name}}/{verb}", endpoint, methods=["POST"])
+
+    async def call(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(
+                400, 'the body must be JSON: {"tool": ..., "arguments": {...}}', "bad-request"
+            )
+        if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
+            return _error(400, 'the body needs a "tool" string', "bad-request")
+        arguments = body.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            return _error(400, '"arguments" must be a JSON object', "bad-request")
+        timeout = body.get("timeout", DEFAULT_CALL_TIMEOUT_SECONDS)
+        if not isinstance(timeout, int | float) or timeout <= 0:
+            return _error(400, '"timeout" must be a positive number of seconds', "bad-request")
+        try:
+            result = await supervisor.call_tool(
+                name, body["tool"], arguments, timeout=float(timeout)
+            )
+        except UnknownServer as exc:
+            return _error(404, str(exc), "unknown-server")
+        except CallError as exc:
+            return _error(502 if exc.transport_failure else 503, str(exc), exc.kind)
+        return JSONResponse({"result": result})
+
+    async def logs(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            lines = int(request.query_params.get("n", "100"))
+            tail = list(supervisor.server(name).stderr_tail)
+        except ValueError:
+            return _error(400, "n must be a number of lines", "bad-request")
+        except McpTrayError as exc:
+            return _error(404, str(exc), "unknown-server")
+        return JSONResponse({"lines": tail[-lines:] if lines > 0 else []})
+
+    async def sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": target.sessions.to_json()})
+
+    async def reset(request: Request) -> Response:
+        session_id = request.path_params["session"]
+        try:
+            session = target.sessions.reset(session_id)
+        except UnknownSession as exc:
+            return _error(404, str(exc), "unknown-session")
+        return JSONResponse({"ok": True, "session": session.to_json()})
+
+    async def reset_all(request: Request) -> Response:
+        return JSONResponse({"ok": True, "reset": target.sessions.reset_all()})
+
+    async def workers(request: Request) -> Response:
+        return JSONResponse({"workers": target.workers_json()})
+
+    async def warnings(request: Request) -> Response:
+        return JSONResponse({"warnings": target.warnings_json()})
+
+    async def raise_window(request: Request) -> Response:
+        if target.raise_window():
+            return JSONResponse({"ok": True})
+        return _error(409, "this mcp-tray runs headless: there is no window to raise", "headless")
+
+    async def metrics(request: Request) -> Response:
+        return Response(target.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return [
+        Route("/api/v1/status", status, methods=["GET"]),
+        action("respawn", supervisor.respawn),
+        action("stop", supervisor.stop_server),
+        action("start", supervisor.start_server),
+        Route("/api/v1/servers/{name}/call", call, methods=["POST"]),
+        Route("/api/v1/servers/{name}/logs", logs, methods=["GET"]),
+        Route("/api/v1/sessions", sessions, methods=["GET"]),
+        Route("/api/v1/sessions/reset-all", reset_all, methods=["POST"]),
+        Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),
+        Route("/api/v1/workers", workers, methods=["GET"]),
+        Route("/api/v1/warnings", warnings, methods=["GET"]),
+        Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+
+def build_app(routes: list[BaseRoute], token: Callable[[], str]) -> ASGIApp:
+    app = Starlette(routes=routes)
+    return GuardMiddleware(app, token)

@@ -1,0 +1,120 @@
+"""CPU % and RSS of each server's child (with its descendants), for the Servers tab.
+
+Only sampled while someone looks (the window is open): a headless tray
+never pays for it. psutil reads /proc: blocking, so the sampling runs in a
+worker thread on a timer. Descendants come from the kernel's per-task
+``children`` lists rather than psutil's ``children()``, which reads the
+stat file of every process on the machine for each server.
+``cpu_percent`` needs the same ``Process`` object between samples, so they
+are cached by pid and dropped when the pid goes away.
+"""
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import psutil
+
+from core.base.snapshot import Event
+
+#: How often the figures refresh; the UI shows them, nothing decides on them.
+SAMPLE_INTERVAL_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_percent: float
+    rss_bytes: int
+
+
+class ProcessStats:
+    def __init__(
+        self,
+        pids: Callable[[], dict[str, int]],
+        publish: Callable[[Event], None] | None = None,
+        *,
+        interval: float = SAMPLE_INTERVAL_SECONDS,
+    ) -> None:
+        self._pids = pids
+        self._publish = publish
+        self.interval = interval
+        self.usage: dict[str, Usage] = {}
+        self._procs: dict[int, psutil.Process] = {}
+        self._task: asyncio.Task[None] | None = None
+        #: Sampling happens only while this is set (the window shows it).
+        self.watched = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(), name="mcp-tray:process-stats"
+        )
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def watch(self, on: bool) -> None:
+        """The window opened (or closed): start (or stop) sampling."""
+        if on:
+            self.watched.set()
+        else:
+            self.watched.clear()
+
+    async def _loop(self) -> None:
+        while True:
+            await self.watched.wait()
+            pids = self._pids()
+            self.usage = await asyncio.to_thread(self.sample, pids)
+            await asyncio.sleep(self.interval)
+
+    def sample(self, pids: dict[str, int]) -> dict[str, Usage]:
+        """One reading per server. Blocking."""
+        usage: dict[str, Usage] = {}
+        alive: set[int] = set()
+        for name, pid in pids.items():
+            cpu, rss = 0.0, 0
+            for member in descendants(pid):
+                try:
+                    proc = self._proc(member)
+                    cpu += proc.cpu_percent(None)
+                    rss += proc.memory_info().rss
+                    alive.add(proc.pid)
+                except psutil.Error:
+                    continue
+            if pid in alive:
+                usage[name] = Usage(round(cpu, 1), rss)
+        self._procs = {pid: proc for pid, proc in self._procs.items() if pid in alive}
+        return usage
+
+    def _proc(self, pid: int) -> psutil.Process:
+        proc = self._procs.get(pid)
+        if proc is None:
+            proc = psutil.Process(pid)
+            proc.cpu_percent(None)  # the first reading is a baseline of 0
+            self._procs[pid] = proc
+        return proc
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, from /proc/PID/task/TID/children."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    pending.extend(int(child) for child in handle.read().split())
+            except (OSError, ValueError):
+                continue
+    return found

@@ -1,0 +1,245 @@
+"""Everything one running mcp-tray is, put together: headless and GUI share it.
+
+``TrayService.start`` takes the instance lock, loads the API token (keyring,
+else a 0600 file with a warning), sweeps leftovers, starts the supervisor,
+the worker registry watch and the gateway, serves HTTP on 127.0.0.1, and
+publishes the runtime file. ``aclose`` undoes it in reverse order, stopping
+every child by the stop contract.
+"""
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import uvicorn
+from starlette.routing import Route
+
+from core.registry.worker_watch import WorkerWatch
+from core.serving.api import build_app, control_routes
+from core.serving.config_watch import ConfigWatcher
+from core.serving.gateway import Gateway
+from core.serving.metrics import Metrics
+from core.serving.process_stats import ProcessStats
+from core.serving.sessions import SessionTable
+from core.settings.config import TrayConfig
+from core.settings.paths import Paths
+from core.settings.runtime import Instance, RuntimeInfo
+from core.settings.secrets import load_or_create_token, resolve_env
+from core.supervision.managed import ManagedServer, Timing
+from core.supervision.supervisor import Supervisor
+
+logger = logging.getLogger(__name__)
+
+#: How long an idle HTTP connection stays open (uvicorn's default is 5 s).
+KEEP_ALIVE_SECONDS = 75
+
+
+class TrayService:
+    def __init__(
+        self,
+        config: TrayConfig,
+        paths: Paths,
+        *,
+        timing: Timing | None = None,
+        watch_config: bool = True,
+    ) -> None:
+        self.config = config
+        self.watch_config = watch_config
+        self.paths = paths
+        self.timing = timing
+        self.instance: Instance | None = None
+        self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=resolve_env)
+        self.sessions = SessionTable(self.supervisor.publish)
+        self.workers: WorkerWatch | None = None
+        self.gateway = Gateway(
+            self.supervisor,
+            self.sessions,
+            private_server=self._private_server,
+            on_open=self._session_opened,
+            on_close=self._session_closed,
+        )
+        self._metrics = Metrics(
+            self.supervisor.snapshot,
+            lambda: {s.name: (s.calls, s.failures) for s in self.supervisor.all_servers()},
+            self.sessions.to_json,
+            self.workers_json,
+        )
+        self.supervisor.on_call_done = self._metrics.observe
+        self.supervisor.snapshot_extras.update(
+            sessions=self.sessions.to_json,
+            workers=self.workers_json,
+            warnings=self.warnings_json,
+        )
+        self.stats = ProcessStats(
+            lambda: {s.name: s.pid for s in self.supervisor.all_servers() if s.pid is not None}
+        )
+        self.supervisor.snapshot_extras["resources"] = lambda: {
+            name: {"cpu_percent": usage.cpu_percent, "rss_bytes": usage.rss_bytes}
+            for name, usage in self.stats.usage.items()
+        }
+        self.watcher = ConfigWatcher(self.supervisor, config.path)
+        #: Set by the GUI: brings the window up when a second launch asks.
+        self.on_raise: Callable[[], None] | None = None
+        self.info: RuntimeInfo | None = None
+        self.token = ""
+        self._token_warning: str | None = None
+        self._server: _QuietServer | None = None
+        self._serve_task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return self.info.url if self.info else ""
+
+    async def start(self) -> None:
+        """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
+        self.instance = Instance.acquire(self.paths)
+        try:
+            token = await asyncio.to_thread(load_or_create_token, self.paths.token_file)
+            self.token = token.value
+            self._token_warning = token.warning
+            self.workers = await asyncio.to_thread(
+                WorkerWatch.open,
+                self.paths.registry_file,
+                self.supervisor.publish,
+                servers_env=lambda: {n: s.env for n, s in self.supervisor.config.servers.items()},
+            )
+            if token.warning:
+                self.workers.own_warnings.append(token.warning)
+            await self.supervisor.start()
+            self.workers.start()
+            self.stats.start()
+            if self.watch_config:
+                self.watcher.start()
+            sock = _bind_loopback(self.config.gateway_port)
+            await self._serve(sock)
+            self.info = self.instance.publish(sock.getsockname()[1], self.supervisor.owner)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    # ------------------------------------------------------------- views
+
+    def status_extra(self) -> dict[str, Any]:
+        return {
+            "gateway": {"url": self.url},
+            "sessions": self.sessions.to_json(),
+            "workers": self.workers_json(),
+        }
+
+    def workers_json(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.workers.rows] if self.workers else []
+
+    def warnings_json(self) -> list[dict[str, Any]]:
+        return self.workers.warnings_json() if self.workers else []
+
+    def metrics(self) -> bytes:
+        return self._metrics.render()
+
+    def raise_window(self) -> bool:
+        """A second launch asked for the window; False when headless."""
+        if self.on_raise is None:
+            return False
+        self.on_raise()
+        return True
+
+    # ------------------------------------------------------ gateway hooks
+
+    def _private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
+        return self.supervisor.add_private(shared.config, session_id)
+
+    def _session_opened(self, session: Any) -> None:
+        if self.workers is not None:
+            self.workers.session_opened(session)
+
+    def _session_closed(self, session: Any) -> None:
+        if self.workers is not None:
+            self.workers.session_closed(session)
+
+    # ------------------------------------------------------------ HTTP
+
+    async def _serve(self, sock: socket.socket) -> None:
+        routes = [Route("/mcp/{server}", self.gateway), *control_routes(self)]
+        app = build_app(routes, lambda: self.token)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            # Bridges keep their connection between a client's calls.
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            # Loopback clients have no use for it, and it needs a 1 Hz refresh.
+            date_header=False,
+        )
+        server = _QuietServer(config)
+        self._server = server
+        self._serve_task = asyncio.create_task(server.serve(sockets=[sock]), name="mcp-tray:http")
+        while not server.started:
+            if self._serve_task.done():
+                self._serve_task.result()
+                raise RuntimeError("the local HTTP server stopped during start-up")
+            await asyncio.sleep(0.005)
+
+    async def aclose(self) -> None:
+        if self._server is not None and self._serve_task is not None:
+            self._server.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._serve_task, 5)
+            self._server = None
+        await self.watcher.aclose()
+        await self.stats.aclose()
+        await self.gateway.aclose()
+        if self.workers is not None:
+            await self.workers.aclose()
+        await self.supervisor.aclose()
+        if self.instance is not None:
+            self.instance.release()
+            self.instance = None
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own SIGINT/SIGTERM handlers (the owner of the loop,
+    the headless runner or the Qt app, decides how mcp-tray stops), and
+    without its 10 Hz housekeeping tick: an idle tray should sleep."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stopping = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def main_loop(self) -> None:
+        # No Date header (date_header=False), no request limit: the tick has
+        # nothing to do but notice should_exit, which stop() signals instead.
+        await self.on_tick(0)
+        await self._stopping.wait()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        # Open SSE streams would hold a graceful shutdown forever.
+        self.force_exit = True
+        self._stopping.set()
+
+
+def _bind_loopback(port: int) -> socket.socket:
+    """Bind 127.0.0.1 only, never a wildcard address."""
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted
+    # sockets whose proto says TCP, and without it every SSE reply waits
+    # ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            exc.errno,
+            f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); set gateway.port to 0 or a free port",
+        ) from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock

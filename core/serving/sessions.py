@@ -1,0 +1,150 @@
+"""Client sessions (one per AI-client connection) and their circuit breakers.
+
+A session counts its consecutive non-retryable failures: a call path that
+ended in an error of DESIGN 3.3/3.4 (the child exited, exited again, exited
+mid-call, broke the protocol, the server breaker is open) or a parked server.
+A success of any kind resets the count; a tool result with ``isError`` is a
+success here (the server answered). At ``SESSION_BREAKER_THRESHOLD`` the
+session trips: its requests are answered at once with the reset hint and
+nothing is spawned or sent for it until the user resets it.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from core.base.errors import BreakerOpen, CallError, ServerParked, SessionTripped, TransportFailure
+from core.base.snapshot import Event
+from core.registry.identity import client_display_name, normalize_client_name
+from core.supervision.breakers import SessionBreaker
+
+SessionKind = Literal["http", "bridge"]
+
+#: Errors that count toward a session's breaker (DESIGN 3.5).
+COUNTED_FAILURES: Final = (TransportFailure, ServerParked, BreakerOpen)
+
+
+@dataclass
+class ClientSession:
+    id: str
+    server: str
+    kind: SessionKind
+    client_name: str = "unknown"
+    opened_at: float = field(default_factory=time.time)
+    requests: int = 0
+    breaker: SessionBreaker = field(default_factory=SessionBreaker)
+    worker_identity: str | None = None
+    closed: bool = False
+    last_error: str | None = None
+    #: Called when the session trips or closes, to release what it holds
+    #: (a per-session child). Set by the gateway.
+    release: Callable[[], Any] | None = None
+
+    @property
+    def tripped(self) -> bool:
+        return self.breaker.tripped
+
+    def check(self) -> None:
+        """Refuse at once when tripped: nothing reaches the server."""
+        if self.breaker.tripped:
+            raise SessionTripped(self.server, self.id, self.breaker.consecutive_failures)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "client_name": self.client_name,
+            "client": client_display_name(self.client_name),
+            "server": self.server,
+            "kind": self.kind,
+            "opened_at": self.opened_at,
+            "requests": self.requests,
+            "consecutive_failures": self.breaker.consecutive_failures,
+            "breaker": "tripped" if self.breaker.tripped else "closed",
+            "last_error": self.last_error,
+            "worker_identity": self.worker_identity,
+        }
+
+
+class UnknownSession(Exception):
+    def __init__(self, session_id: str, known: list[str]) -> None:
+        self.session_id = session_id
+        listed = ", ".join(known) or "none are open"
+        super().__init__(f"no client session {session_id!r} (open: {listed})")
+
+
+class SessionTable:
+    def __init__(self, publish: Callable[[Event], None]) -> None:
+        self._sessions: dict[str, ClientSession] = {}
+        self._publish = publish
+
+    def open(self, session: ClientSession) -> ClientSession:
+        self._sessions[session.id] = session
+        self._changed(f"opened {session.id}")
+        return session
+
+    def close(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.closed = True
+            self._release(session)
+            self._changed(f"closed {session_id}")
+
+    def get(self, session_id: str) -> ClientSession:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise UnknownSession(session_id, list(self._sessions)) from None
+
+    def all(self) -> list[ClientSession]:
+        return list(self._sessions.values())
+
+    def identify(self, session: ClientSession, client_name: str) -> None:
+        session.client_name = normalize_client_name(client_name)
+        self._changed(f"identified {session.id}")
+
+    def succeeded(self, session: ClientSession) -> None:
+        session.requests += 1
+        if session.breaker.consecutive_failures:
+            session.breaker.success()
+            self._changed(f"{session.id} recovered")
+
+    def refused(self, session: ClientSession) -> None:
+        """A tripped session asked again: answered at once, not counted as a new failure."""
+        session.requests += 1
+        self._changed(f"{session.id} refused while tripped")
+
+    def failed(self, session: ClientSession, error: CallError) -> None:
+        """Count a call path error; trips the session at the threshold."""
+        session.requests += 1
+        session.last_error = str(error)
+        if not isinstance(error, COUNTED_FAILURES):
+            return
+        if session.breaker.failure():
+            self._release(session)
+            self._publish(Event("sessions", session.server, text=f"tripped {session.id}"))
+        else:
+            self._changed(f"{session.id} failed")
+
+    def reset(self, session_id: str) -> ClientSession:
+        session = self.get(session_id)
+        session.breaker.reset()
+        session.last_error = None
+        self._publish(Event("sessions", session.server, text=f"reset {session_id}"))
+        return session
+
+    def reset_all(self) -> list[str]:
+        tripped = [s.id for s in self._sessions.values() if s.tripped]
+        for session_id in tripped:
+            self.reset(session_id)
+        return tripped
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [session.to_json() for session in self._sessions.values()]
+
+    def _release(self, session: ClientSession) -> None:
+        if session.release is not None:
+            session.release()
+
+    def _changed(self, text: str) -> None:
+        self._publish(Event("sessions", text=text))

@@ -1,0 +1,435 @@
+"""The user's config: the ``mcpServers`` JSON that Claude Desktop and Cursor use.
+
+Users paste what they have, so the server entries keep that shape
+(``command``, ``args``, ``env``, ``cwd``); mcp-tray's own keys sit beside them
+(``disabled``, ``retry``, ``keepalive_seconds``, ``sharing``). Every error
+names the file, the line and key, and the fix; nothing half-loads.
+
+Values of ``command``, ``args`` and ``cwd`` may use ``${python}`` (the
+interpreter running mcp-tray, so bundled Python servers work from any venv),
+``${configDir}`` (the folder of the config file) and ``${env:NAME}``. An env
+value may hold ``${keyring:NAME}``, resolved from the OS keyring at spawn.
+
+In the frozen one-folder bundle (``make bundle``) no Python interpreter
+exists: ``sys.executable``, and so ``${python}``, is the bundle's ``mcp-tray``
+launcher. Given a ``*.py`` file as its first argument the launcher runs that
+script with the bundle's own Python and packages (``mcp`` included; see
+packaging/entry.py), so the demo servers run from the bundle. A server that
+needs other packages must name its own interpreter in ``command``.
+"""
+
+import difflib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from core.base.errors import ConfigError
+
+RetryPolicy = Literal["safe", "always", "never"]
+Sharing = Literal["shared", "per-session"]
+
+RETRY_POLICIES: Final = ("safe", "always", "never")
+SHARING_MODES: Final = ("shared", "per-session")
+
+#: A run is proven once it stays up this long (DESIGN 3.2).
+DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
+#: Shorter keepalives would let a slowly crash-looping server pass as proven.
+MIN_KEEPALIVE_SECONDS: Final = 5.0
+
+SERVER_KEYS: Final = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "type",
+    "disabled",
+    "retry",
+    "keepalive_seconds",
+    "sharing",
+)
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
+GATEWAY_KEYS: Final = ("port",)
+
+#: Server names become URL paths (/mcp/<name>) and log file names.
+_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_PLACEHOLDER_RE: Final = re.compile(r"\$\{([^}]*)\}")
+KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    disabled: bool = False
+    #: "safe": replay a call cut by a child's death only for readOnly/idempotent
+    #: tools; "always": replay any; "never": replay none.
+    retry: RetryPolicy = "safe"
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+    sharing: Sharing = "shared"
+
+    def launch_key(self) -> tuple[object, ...]:
+        """What decides whether a config edit must restart this server."""
+        return (self.command, self.args, tuple(sorted(self.env.items())), self.cwd)
+
+
+@dataclass(frozen=True)
+class TrayConfig:
+    path: Path
+    servers: Mapping[str, ServerConfig]
+    gateway_port: int = 0
+
+    @property
+    def enabled(self) -> list[ServerConfig]:
+        return [s for s in self.servers.values() if not s.disabled]
+
+
+def empty_config(path: Path) -> TrayConfig:
+    return TrayConfig(path=path, servers={})
+
+
+def load_config(path: Path) -> TrayConfig:
+    """Read and check ``path``; raise ``ConfigError`` naming the first problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            path,
+            "the config file does not exist",
+            fix='create it with {"mcpServers": {}} or pass --config with an existing file',
+        ) from None
+    except IsADirectoryError:
+        raise ConfigError(
+            path, "this is a folder, not a file", fix="point at a JSON file"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            path, f"the file is not UTF-8 text ({exc.reason})", fix="save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            path, f"cannot read it ({exc.strerror})", fix="check its permissions"
+        ) from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: Path) -> TrayConfig:
+    if not text.strip():
+        raise ConfigError(
+            path,
+            "the file is empty",
+            fix='write at least {"mcpServers": {}} (or paste your Claude Desktop config)',
+            line=1,
+        )
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except _DuplicateKey as dup:
+        raise ConfigError(
+            path,
+            f"the key {dup.key!r} appears twice in one object; JSON keeps only the last",
+            fix="remove or rename one of them",
+            line=_locate(text, [dup.key], last=True),
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            path,
+            f"invalid JSON: {exc.msg} (column {exc.colno})",
+            fix="correct the JSON syntax there (a missing comma or quote, or a trailing comma)",
+            line=exc.lineno,
+        ) from None
+    return _Checker(text, path).config(data)
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _locate(text: str, keys: list[str], *, last: bool = False) -> int | None:
+    """Line of the last key in ``keys``, found by walking each quoted key in turn.
+
+    JSON parsers forget positions; real configs have unique enough keys that
+    a forward search along the key path finds the right line.
+    """
+    position = 0
+    for index, key in enumerate(keys):
+        needle = json.dumps(key)
+        is_last = index == len(keys) - 1
+        found = text.rfind(needle) if (last and is_last) else text.find(needle, position)
+        if found < 0:
+            return None
+        position = found + len(needle)
+    return text.count("\n", 0, position) + 1 if keys else None
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+_TYPE_NAMES: Final = {
+    str: "a string",
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def _describe(value: object) -> str:
+    shown = json.dumps(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} ({shown})"
+
+
+class _Checker:
+    def __init__(self, text: str, path: Path) -> None:
+        self.text = text
+        self.path = path
+
+    def error(self, keys: list[str], problem: str, fix: str) -> ConfigError:
+        dotted = ".".join(keys)
+        return ConfigError(self.path, problem, fix=fix, key=dotted, line=_locate(self.text, keys))
+
+    def config(self, data: object) -> TrayConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(
+                self.path,
+                f"the top level must be an object, got {_describe(data)}",
+                fix='wrap the servers as {"mcpServers": {"name": {"command": ...}}}',
+                line=1,
+            )
+        for key in data:
+            if key not in TOP_LEVEL_KEYS:
+                hint = did_you_mean(key, TOP_LEVEL_KEYS)
+                raise self.error(
+                    [key],
+                    f"unknown top-level key{hint}",
+                    fix=f"use one of {', '.join(TOP_LEVEL_KEYS)}, or remove it",
+                )
+        if "mcpServers" not in data:
+            raise ConfigError(
+                self.path,
+                "there is no 'mcpServers' object",
+                fix='add "mcpServers": {} and put one entry per server in it',
+                line=1,
+            )
+        servers_raw = data["mcpServers"]
+        if not isinstance(servers_raw, dict):
+            raise self.error(
+                ["mcpServers"],
+                f"must be an object of servers, got {_describe(servers_raw)}",
+                fix='write "mcpServers": {"name": {"command": "...", "args": []}}',
+            )
+        servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
+        return TrayConfig(path=self.path, servers=servers, gateway_port=self.gateway(data))
+
+    def gateway(self, data: dict[str, Any]) -> int:
+        raw = data.get("gateway", {})
+        if not isinstance(raw, dict):
+            raise self.error(
+                ["gateway"],
+                f"must be an object, got {_describe(raw)}",
+                fix='write "gateway": {"port": 0}',
+            )
+        for key in raw:
+            if key not in GATEWAY_KEYS:
+                raise self.error(
+                    ["gateway", key],
+                    f"unknown key{did_you_mean(key, GATEWAY_KEYS)}",
+                    fix="the gateway takes only 'port'",
+                )
+        port = raw.get("port", 0)
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise self.error(
+                ["gateway", "port"],
+                f"must be a port number 0-65535, got {_describe(port)}",
+                fix="use 0 to let mcp-tray pick a free port",
+            )
+        return port
+
+    def server(self, name: str, entry: object) -> ServerConfig:
+        keys = ["mcpServers", name]
+        if not _NAME_RE.match(name):
+            raise self.error(
+                keys,
+                "a server name may hold only letters, digits, '.', '_' and '-' (at most 64)",
+                fix="rename the entry, e.g. "
+                + json.dumps(re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "server"),
+            )
+        if not isinstance(entry, dict):
+            raise self.error(
+                keys,
+                f"must be an object, got {_describe(entry)}",
+                fix='write {"command": "...", "args": [...]}',
+            )
+        for key in entry:
+            if key not in SERVER_KEYS:
+                hint = did_you_mean(key, SERVER_KEYS)
+                if key in ("url", "serverUrl", "httpUrl"):
+                    raise self.error(
+                        [*keys, key],
+                        "remote (URL) servers are not supervised by mcp-tray",
+                        fix="keep this entry in your client's own config; mcp-tray runs local stdio servers",
+                    )
+                raise self.error(
+                    [*keys, key],
+                    f"unknown key{hint}",
+                    fix=f"use one of {', '.join(SERVER_KEYS)}, or remove it",
+                )
+        if entry.get("type", "stdio") != "stdio":
+            raise self.error(
+                [*keys, "type"],
+                f"only stdio servers can be supervised, got {_describe(entry['type'])}",
+                fix='remove "type" or set it to "stdio"',
+            )
+        if "command" not in entry:
+            raise self.error(
+                keys, "has no 'command'", fix='add "command": "the program to run" (e.g. "npx")'
+            )
+        command = entry["command"]
+        if not isinstance(command, str) or not command.strip():
+            raise self.error(
+                [*keys, "command"],
+                f"must be a non-empty string, got {_describe(command)}",
+                fix='put the program in "command" and its arguments in "args"',
+            )
+        args = entry.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            example = json.dumps(args.split() if isinstance(args, str) else ["--flag", "value"])
+            raise self.error(
+                [*keys, "args"],
+                f"must be a list of strings, got {_describe(args)}",
+                fix=f'write "args": {example}',
+            )
+        env = entry.get("env", {})
+        if not isinstance(env, dict):
+            raise self.error(
+                [*keys, "env"],
+                f"must be an object, got {_describe(env)}",
+                fix='write "env": {"NAME": "value"}',
+            )
+        for env_key, value in env.items():
+            if not isinstance(value, str):
+                raise self.error(
+                    [*keys, "env", env_key],
+                    f"environment values must be strings, got {_describe(value)}",
+                    fix=f'quote it: "{env_key}": {json.dumps(json.dumps(value))}',
+                )
+        cwd = entry.get("cwd")
+        if cwd is not None and (not isinstance(cwd, str) or not cwd):
+            raise self.error(
+                [*keys, "cwd"],
+                f"must be a folder path, got {_describe(cwd)}",
+                fix="give an absolute folder path or remove it",
+            )
+        disabled = entry.get("disabled", False)
+        if not isinstance(disabled, bool):
+            raise self.error(
+                [*keys, "disabled"],
+                f"must be true or false, got {_describe(disabled)}",
+                fix='write "disabled": true',
+            )
+        retry = entry.get("retry", "safe")
+        if retry not in RETRY_POLICIES:
+            raise self.error(
+                [*keys, "retry"],
+                f"must be one of {', '.join(RETRY_POLICIES)}, got {_describe(retry)}"
+                + (did_you_mean(retry, RETRY_POLICIES) if isinstance(retry, str) else ""),
+                fix='"safe" replays only readOnly/idempotent tools after a crash; "always" replays any call',
+            )
+        keepalive = entry.get("keepalive_seconds", DEFAULT_KEEPALIVE_SECONDS)
+        if (
+            isinstance(keepalive, bool)
+            or not isinstance(keepalive, int | float)
+            or keepalive < MIN_KEEPALIVE_SECONDS
+        ):
+            raise self.error(
+                [*keys, "keepalive_seconds"],
+                f"must be a number of seconds >= {MIN_KEEPALIVE_SECONDS:g}, got {_describe(keepalive)}",
+                fix=f"use {DEFAULT_KEEPALIVE_SECONDS:g} (the default) or remove it",
+            )
+        sharing = entry.get("sharing", "shared")
+        if sharing not in SHARING_MODES:
+            raise self.error(
+                [*keys, "sharing"],
+                f"must be one of {', '.join(SHARING_MODES)}, got {_describe(sharing)}",
+                fix='"shared" runs one child for all clients; "per-session" one per client session',
+            )
+        expand = self.expander(keys)
+        return ServerConfig(
+            name=name,
+            command=expand("command", command),
+            args=tuple(expand(f"args[{i}]", a, key="args") for i, a in enumerate(args)),
+            env={k: self.check_env_value([*keys, "env", k], v) for k, v in env.items()},
+            cwd=expand("cwd", cwd) if cwd is not None else None,
+            disabled=disabled,
+            retry=retry,
+            keepalive_seconds=float(keepalive),
+            sharing=sharing,
+        )
+
+    def expander(self, keys: list[str]) -> "_Expander":
+        return _Expander(self, keys)
+
+    def check_env_value(self, keys: list[str], value: str) -> str:
+        for match in _PLACEHOLDER_RE.finditer(value):
+            inner = match.group(1)
+            if not (inner.startswith("keyring:") and inner[len("keyring:") :].strip()):
+                raise self.error(
+                    keys,
+                    f"unknown placeholder ${{{inner}}} in an env value",
+                    fix="env values may hold ${keyring:NAME} (a secret from the OS keyring) or plain text",
+                )
+        return value
+
+
+class _Expander:
+    def __init__(self, checker: _Checker, keys: list[str]) -> None:
+        self.checker = checker
+        self.keys = keys
+
+    def __call__(self, label: str, value: str, *, key: str | None = None) -> str:
+        def replace(match: re.Match[str]) -> str:
+            inner = match.group(1)
+            if inner == "python":
+                return sys.executable
+            if inner == "configDir":
+                return str(self.checker.path.resolve().parent)
+            if inner.startswith("env:"):
+                name = inner[4:]
+                if name not in os.environ:
+                    raise self.checker.error(
+                        [*self.keys, key or label],
+                        f"${{env:{name}}} is used but {name} is not set",
+                        fix=f"set {name} before starting mcp-tray, or write the value itself",
+                    )
+                return os.environ[name]
+            hint = did_you_mean(inner, ["python", "configDir", "env:NAME"])
+            raise self.checker.error(
+                [*self.keys, key or label],
+                f"unknown placeholder ${{{inner}}}{hint}",
+                fix="use ${python}, ${configDir} or ${env:NAME}",
+            )
+
+        return _PLACEHOLDER_RE.sub(replace, value)

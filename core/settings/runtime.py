@@ -1,0 +1,155 @@
+"""The one running instance per user: its lock, its runtime file, its token.
+
+The instance holds an exclusive ``flock`` on ``state/instance.lock`` for its
+whole life, so a crash releases it; ``state/runtime.json`` tells the CLI
+where the local API listens. A runtime file whose lock nobody holds is stale
+(the tray died) and is treated as "not running".
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from core import __version__
+from core.base.errors import McpTrayError
+from core.settings.paths import Paths
+
+
+class AlreadyRunning(McpTrayError):
+    def __init__(self, info: "RuntimeInfo | None", lock: Path) -> None:
+        self.info = info
+        where = f" (pid {info.pid}, {info.url})" if info else ""
+        super().__init__(f"mcp-tray is already running for this user{where}; lock: {lock}")
+
+
+class NotRunning(McpTrayError):
+    def __init__(self, paths: Paths, detail: str = "") -> None:
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"mcp-tray is not running{extra}. Start it with: mcp-tray run --headless "
+            f"(or mcp-tray to open the tray). State folder: {paths.state_dir}"
+        )
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    pid: int
+    port: int
+    url: str
+    version: str
+    owner: str
+    started_at: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RuntimeInfo":
+        return cls(
+            pid=int(data["pid"]),
+            port=int(data["port"]),
+            url=str(data["url"]),
+            version=str(data["version"]),
+            owner=str(data.get("owner", "")),
+            started_at=float(data.get("started_at", 0.0)),
+        )
+
+
+class Instance:
+    """Held by the running tray (or headless run). Use ``Instance.acquire``."""
+
+    def __init__(self, paths: Paths, lock_handle: IO[str]) -> None:
+        self.paths = paths
+        self._lock_handle: IO[str] | None = lock_handle
+
+    @classmethod
+    def acquire(cls, paths: Paths) -> "Instance":
+        paths.ensure()
+        handle = paths.lock_file.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise AlreadyRunning(_read_info(paths), paths.lock_file) from None
+        return cls(paths, handle)
+
+    def publish(self, port: int, owner: str) -> RuntimeInfo:
+        info = RuntimeInfo(
+            pid=os.getpid(),
+            port=port,
+            url=f"http://127.0.0.1:{port}",
+            version=__version__,
+            owner=owner,
+            started_at=time.time(),
+        )
+        _write_private(self.paths.runtime_file, json.dumps(asdict(info), indent=2))
+        return info
+
+    def release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.paths.runtime_file.unlink()
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+
+def _read_info(paths: Paths) -> RuntimeInfo | None:
+    try:
+        return RuntimeInfo.from_json(json.loads(paths.runtime_file.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def running_instance(paths: Paths) -> RuntimeInfo:
+    """Where the running instance listens; ``NotRunning`` when there is none."""
+    info = _read_info(paths)
+    if info is None:
+        raise NotRunning(paths)
+    if not _lock_held(paths.lock_file):
+        raise NotRunning(paths, f"stale runtime file from pid {info.pid}")
+    return info
+
+
+def _lock_held(lock: Path) -> bool:
+    try:
+        handle = lock.open("a+")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def load_or_create_file_token(path: Path) -> str:
+    """The API bearer token, in a 0600 file (the gateway moves it to the keyring)."""
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = new_token()
+    _write_private(path, token + "\n")
+    return token
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically with mode 0600 from the first byte."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,147 @@
+"""Secrets in the OS keyring: the API token and ``${keyring:NAME}`` env values.
+
+Every keyring call blocks (D-Bus, a password prompt): callers on the event
+loop go through ``asyncio.to_thread``. Where no usable keyring backend exists
+(a headless box without a Secret Service), the API token falls back to a
+0600 file and says so in a visible warning; env secrets cannot fall back, so
+a server that needs one is parked with a reason that names it.
+"""
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import keyring
+import keyring.errors
+
+from core.settings.config import KEYRING_REF_RE, ServerConfig
+from core.settings.runtime import load_or_create_file_token as _file_token
+from core.settings.runtime import new_token
+from core.supervision.child import SpawnError
+
+#: The keyring "service" every mcp-tray secret is filed under.
+KEYRING_SERVICE: Final = "mcp-tray"
+#: The keyring entry holding the local API bearer token.
+TOKEN_ENTRY: Final = "api-token"
+_NAME_RE: Final = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
+
+
+class SecretStoreError(Exception):
+    """The keyring cannot be used; the message says why and what to do."""
+
+
+def check_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise SecretStoreError(
+            f"{name!r} is not a usable secret name: use letters, digits and . _ : @ / - (at most 128)"
+        )
+    return name
+
+
+def _backend_problem(exc: Exception) -> SecretStoreError:
+    return SecretStoreError(
+        f"the OS keyring is not usable ({type(exc).__name__}: {exc}); on Linux, run a Secret Service "
+        "(GNOME Keyring or KWallet) in this session, or set PYTHON_KEYRING_BACKEND"
+    )
+
+
+def get_secret(name: str) -> str | None:
+    try:
+        return keyring.get_password(KEYRING_SERVICE, check_name(name))
+    except keyring.errors.KeyringError as exc:
+        raise _backend_problem(exc) from None
+
+
+def set_secret(name: str, value: str) -> None:
+    try:
+        keyring.set_password(KEYRING_SERVICE, check_name(name), value)
+    except keyring.errors.KeyringError as exc:
+        raise _backend_problem(exc) from None
+
+
+def delete_secret(name: str) -> bool:
+    """Remove a secret; False when there was none."""
+    try:
+        keyring.delete_password(KEYRING_SERVICE, check_name(name))
+    except keyring.errors.PasswordDeleteError:
+        return False
+    except keyring.errors.KeyringError as exc:
+        raise _backend_problem(exc) from None
+    return True
+
+
+def resolve_env(config: ServerConfig) -> dict[str, str]:
+    """The server's env with every ``${keyring:NAME}`` replaced; never logged.
+
+    A missing secret or an unusable keyring is a permanent start error: the
+    server parks with a reason that names the secret and the fix.
+    """
+    resolved: dict[str, str] = {}
+    for key, value in config.env.items():
+        names = KEYRING_REF_RE.findall(value)
+        for name in names:
+            try:
+                secret = get_secret(name)
+            except SecretStoreError as exc:
+                raise SpawnError(
+                    f"env {key} needs secret {name!r}, but {exc}", permanent=True
+                ) from None
+            if secret is None:
+                raise SpawnError(
+                    f"env {key} needs secret {name!r}, which is not in the keyring; "
+                    f"store it with: mcp-tray secret set {name}",
+                    permanent=True,
+                )
+            value = value.replace(f"${{keyring:{name}}}", secret)
+        resolved[key] = value
+    return resolved
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str
+    #: Where it is kept: "keyring" or the file path.
+    stored_in: str
+    #: Set when the keyring could not be used (shown in the Warnings tab and doctor).
+    warning: str | None = None
+
+
+def load_or_create_token(token_file: Path) -> Token:
+    """The API token: from the keyring, else (with a warning) a 0600 file."""
+    try:
+        value = keyring.get_password(KEYRING_SERVICE, TOKEN_ENTRY)
+        if not value:
+            value = _existing_file_token(token_file) or new_token()
+            keyring.set_password(KEYRING_SERVICE, TOKEN_ENTRY, value)
+        # The keyring holds it now: a file copy would only leak it.
+        with contextlib.suppress(FileNotFoundError):
+            token_file.unlink()
+        return Token(value, "keyring")
+    except keyring.errors.KeyringError as exc:
+        value = _file_token(token_file)
+        return Token(
+            value,
+            str(token_file),
+            f"token-storage: no usable OS keyring ({type(exc).__name__}); the API token is in {token_file} "
+            "(mode 0600). Fix: run a Secret Service (GNOME Keyring, KWallet) so mcp-tray can keep it in the keyring.",
+        )
+
+
+def read_token(token_file: Path) -> str | None:
+    """The token for a client of the API (CLI, bridge): keyring first, then the file."""
+    try:
+        value = keyring.get_password(KEYRING_SERVICE, TOKEN_ENTRY)
+        if value:
+            return value
+    except keyring.errors.KeyringError:
+        pass
+    return _existing_file_token(token_file)
+
+
+def _existing_file_token(token_file: Path) -> str | None:
+    try:
+        return token_file.read_text().strip() or None
+    except OSError:
+        return None

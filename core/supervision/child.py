@@ -1,0 +1,357 @@
+"""One run of a server as an OS process group, and the stop contract.
+
+Spawning: the child gets its own session (so its pid is its process-group id
+and npx/uvx grandchildren share the group), its stdio as pipes, and
+``MCP_TRAY_OWNER=<instance id>`` in its environment so a sweep after a crash
+can find what a dead tray left behind.
+
+Exit detection is event-driven: a pidfd registered with the event loop
+becomes readable the instant the child exits (no pid polling, no reaping
+race: the pidfd does not reap, ``Popen.poll`` does once it fired).
+
+The stop contract, in order (each wait bounded by a named constant):
+1. close the child's stdin (a well-behaved stdio server exits on EOF);
+2. wait ``STDIN_CLOSE_GRACE_SECONDS`` for the leader to exit;
+3. if anything of the group is left (the leader, or a grandchild that
+   outlived it), SIGTERM the whole group and wait ``SIGTERM_GRACE_SECONDS``;
+4. SIGKILL the group and wait ``SIGKILL_SETTLE_SECONDS``;
+5. verify with psutil that no live process of the group survives, and log
+   loudly with pids and command lines if one does.
+"""
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import psutil
+
+from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV
+
+#: Grace period for the server to exit on its own after its stdin closes.
+STDIN_CLOSE_GRACE_SECONDS: Final = 2.0
+#: After SIGTERM to the whole group, how long before SIGKILL.
+SIGTERM_GRACE_SECONDS: Final = 2.0
+#: After SIGKILL, how long the kernel gets to tear the group down before we
+#: report survivors (only an uninterruptible process runs this out).
+SIGKILL_SETTLE_SECONDS: Final = 1.0
+#: How often the stop contract re-checks whether the group is empty. This is
+#: the stop path only; exit detection never polls.
+GROUP_CHECK_INTERVAL_SECONDS: Final = 0.02
+#: Largest single JSON-RPC line read from a child (big resources are legal).
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StopTiming:
+    stdin_close_grace: float = STDIN_CLOSE_GRACE_SECONDS
+    sigterm_grace: float = SIGTERM_GRACE_SECONDS
+    sigkill_settle: float = SIGKILL_SETTLE_SECONDS
+
+
+class SpawnError(Exception):
+    """The child could not be started. ``permanent`` errors park at once."""
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+def describe_returncode(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exit code {returncode}"
+
+
+def child_environment(
+    overrides: Mapping[str, str], owner: str, version: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The tray's environment minus mcp-tray's own variables, plus the entry's env and the tag."""
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if not k.startswith(ENV_PREFIX)}
+    env.update(overrides)
+    env[OWNER_ENV] = owner
+    env[RUNTIME_VERSION_ENV] = version
+    return env
+
+
+def resolve_command(command: str, env: Mapping[str, str], cwd: str | None) -> str:
+    """Find ``command`` the way the child's exec would, to fail with a clear reason."""
+    if os.sep in command:
+        candidate = command if os.path.isabs(command) or cwd is None else os.path.join(cwd, command)
+        if not os.path.exists(candidate):
+            raise SpawnError(f"command {command!r} does not exist", permanent=True)
+        if os.path.isdir(candidate):
+            raise SpawnError(f"command {command!r} is a folder, not a program", permanent=True)
+        if not os.access(candidate, os.X_OK):
+            raise SpawnError(
+                f"command {command!r} is not executable (chmod +x it, or run it through its interpreter)",
+                permanent=True,
+            )
+        return command
+    found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise SpawnError(
+            f"command {command!r} was not found on PATH ({env.get('PATH', os.defpath)})",
+            permanent=True,
+        )
+    return found
+
+
+class ChildProcess:
+    """A spawned child: its pipes, its process group, and its exit."""
+
+    def __init__(self, popen: "subprocess.Popen[bytes]", argv: list[str]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        #: start_new_session makes the child a group leader: pgid == pid.
+        self.pgid = popen.pid
+        self.argv = argv
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self._pidfd: int | None = os.pidfd_open(self.pid)
+        loop.add_reader(self._pidfd, self._on_pidfd)
+        self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        self.stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        self._stdin: asyncio.WriteTransport | None = None
+        self._stdin_protocol: _WriteProtocol | None = None
+        self._read_transports: list[asyncio.BaseTransport] = []
+
+    @classmethod
+    async def spawn(
+        cls,
+        command: str,
+        args: tuple[str, ...] | list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+    ) -> "ChildProcess":
+        # Checked here, not left to exec, so the reason names the folder.
+        if cwd is not None and not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat, fast
+            raise SpawnError(f"working folder (cwd) {cwd!r} does not exist", permanent=True)
+        executable = resolve_command(command, env, cwd)
+        argv = [executable, *args]
+        try:
+            # Popen forks synchronously, as asyncio's own subprocess support does;
+            # we keep the Popen so exit is watched by pidfd, not a watcher thread.
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except PermissionError as exc:
+            raise SpawnError(
+                f"cannot execute {command!r}: {exc.strerror}", permanent=True
+            ) from None
+        except FileNotFoundError as exc:
+            raise SpawnError(
+                f"cannot start {command!r}: {exc.strerror} ({exc.filename})", permanent=True
+            ) from None
+        except OSError as exc:
+            # EAGAIN, ENOMEM: the machine is short of resources, not the config wrong.
+            raise SpawnError(f"cannot start {command!r}: {exc.strerror}", permanent=False) from None
+        child = cls(popen, argv)
+        try:
+            await child._connect_pipes()
+        except BaseException:
+            # Cancelled (or failed) between fork and pipes: never leak the child.
+            child._signal_group(signal.SIGKILL)
+            popen.wait()
+            child.close()
+            raise
+        return child
+
+    async def _connect_pipes(self) -> None:
+        loop = self._loop
+        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
+        for reader, pipe in ((self.stdout, self.popen.stdout), (self.stderr, self.popen.stderr)):
+            protocol_factory = _reader_protocol(reader)
+            transport, _ = await loop.connect_read_pipe(protocol_factory, pipe)
+            self._read_transports.append(transport)
+        protocol = _WriteProtocol()
+        stdin_transport, _ = await loop.connect_write_pipe(lambda: protocol, self.popen.stdin)
+        self._stdin = stdin_transport
+        self._stdin_protocol = protocol
+
+    def _on_pidfd(self) -> None:
+        assert self._pidfd is not None
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = None
+        # The pidfd fired, so the child has exited: poll() reaps without blocking.
+        returncode = self.popen.poll()
+        if returncode is None:  # pragma: no cover - the kernel said it exited
+            returncode = self.popen.wait()
+        if not self.exited.done():
+            self.exited.set_result(returncode)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.exited.result() if self.exited.done() else None
+
+    def is_alive(self) -> bool:
+        """True until the leader has exited (checked with a syscall, not a cached flag)."""
+        if self.exited.done():
+            return False
+        if self._pidfd is None:
+            return False
+        try:
+            info = os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        return info is None
+
+    async def write(self, data: bytes) -> None:
+        if self._stdin is None or self._stdin.is_closing():
+            raise BrokenPipeError("the child's stdin is closed")
+        self._stdin.write(data)
+        assert self._stdin_protocol is not None
+        await self._stdin_protocol.drain()
+
+    def close_stdin(self) -> None:
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+
+    async def stop(self, timing: StopTiming, log: Callable[[str], None]) -> None:
+        """Run the stop contract (module docstring): stdin EOF, TERM, KILL, verify."""
+        self.close_stdin()
+        if not self.exited.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.exited), timing.stdin_close_grace)
+        await self.end_group(timing, log)
+
+    async def end_group(self, timing: StopTiming, log: Callable[[str], None]) -> None:
+        """Stop whatever of the group is left (the leader may already be gone)."""
+        if await self._group_alive():
+            self._signal_group(signal.SIGTERM)
+            if not await self._wait_group_empty(timing.sigterm_grace):
+                log(
+                    f"pgid {self.pgid} still alive {timing.sigterm_grace:g} s after SIGTERM; sending SIGKILL"
+                )
+                self._signal_group(signal.SIGKILL)
+                await self._wait_group_empty(timing.sigkill_settle)
+        survivors = await asyncio.to_thread(group_members, self.pgid)
+        if survivors:
+            listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in survivors)
+            log(f"LEFTOVER: processes of pgid {self.pgid} survived SIGKILL: {listed}")
+        if not self.exited.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.exited), timing.sigkill_settle)
+        self.close()
+
+    def close(self) -> None:
+        """Release the pipes and the pidfd (the process itself is not touched)."""
+        if self._stdin is not None:
+            self._stdin.close()
+        for transport in self._read_transports:
+            transport.close()
+        self.stdout.feed_eof()
+        self.stderr.feed_eof()
+        if self._pidfd is not None and self.exited.done():
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    async def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # killpg also sees zombies; only live members matter.
+        return bool(await asyncio.to_thread(group_members, self.pgid))
+
+    async def _wait_group_empty(self, seconds: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while await self._group_alive():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(GROUP_CHECK_INTERVAL_SECONDS)
+        return True
+
+
+class _WriteProtocol(asyncio.Protocol):
+    """Flow control for the child's stdin pipe."""
+
+    def __init__(self) -> None:
+        self._paused = False
+        self._waiters: list[asyncio.Future[None]] = []
+        self._lost: Exception | None = None
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = exc or BrokenPipeError("the child's stdin closed")
+        self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def drain(self) -> None:
+        if self._lost is not None:
+            raise BrokenPipeError(str(self._lost))
+        if not self._paused:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+        if self._lost is not None:
+            raise BrokenPipeError(str(self._lost))
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes whose process group is ``pgid``. Blocking: call in a thread."""
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) != pgid:
+                continue
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, psutil.Error):
+            continue
+        members.append(proc)
+    return members
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())[:200]
+    except psutil.Error:
+        return "?"
+
+
+def _reader_protocol(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:
+    return lambda: asyncio.StreamReaderProtocol(reader)

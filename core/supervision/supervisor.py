@@ -1,0 +1,219 @@
+"""The Supervisor owns every configured server and tells subscribers what changed.
+
+It is the one object the API, the CLI plumbing, the gateway and the tray talk
+to. It publishes frozen snapshots and events through plain callbacks (no Qt):
+app/ turns those into signals.
+"""
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from core import __version__
+from core.base.clock import SYSTEM_CLOCK, Clock
+from core.base.errors import UnknownServer
+from core.base.snapshot import Event, TraySnapshot
+from core.settings.config import ServerConfig, TrayConfig
+from core.settings.paths import Paths
+from core.supervision.logs import LogSink
+from core.supervision.managed import EnvResolver, ManagedServer, Timing
+from core.supervision.sweep import Leftover, new_owner_id, sweep_leftovers
+
+logger = logging.getLogger(__name__)
+
+Subscriber = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    restarted: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: TrayConfig,
+        paths: Paths,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        timing: Timing | None = None,
+        owner: str | None = None,
+        env_resolver: EnvResolver | None = None,
+        server_factory: Callable[[ServerConfig], ManagedServer] | None = None,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.clock = clock
+        self.timing = timing or Timing()
+        self.owner = owner or new_owner_id()
+        self.logs = LogSink(paths.log_dir)
+        self._env_resolver = env_resolver
+        self._factory = server_factory or self._make_server
+        self._subscribers: list[Subscriber] = []
+        self.servers: dict[str, ManagedServer] = {}
+        #: Per-session children of "sharing": "per-session" servers, by name@session.
+        self.private: dict[str, ManagedServer] = {}
+        #: Called after every forwarded request: (server, method, seconds, ok).
+        self.on_call_done: Callable[[str, str, float, bool], None] | None = None
+        self.config_error: str | None = None
+        self.swept: list[Leftover] = []
+        #: Other parts (sessions, registry, diagnostics) add their view here.
+        self.snapshot_extras: dict[str, Callable[[], Any]] = {}
+        for server_config in config.servers.values():
+            self.servers[server_config.name] = self._factory(server_config)
+
+    def _make_server(self, config: ServerConfig) -> ManagedServer:
+        server = ManagedServer(
+            config,
+            owner=self.owner,
+            logs=self.logs,
+            clock=self.clock,
+            timing=self.timing,
+            emit=self.publish,
+            env_resolver=self._env_resolver,
+        )
+        server.on_call_done = self._call_done
+        return server
+
+    def _call_done(self, server: str, method: str, seconds: float, ok: bool) -> None:
+        if self.on_call_done is not None:
+            self.on_call_done(server, method, seconds, ok)
+
+    def all_servers(self) -> list[ManagedServer]:
+        return [*self.servers.values(), *self.private.values()]
+
+    def add_private(self, config: ServerConfig, session_id: str) -> ManagedServer:
+        """A child of its own for one client session (``"sharing": "per-session"``)."""
+        name = f"{config.name}@{session_id[:8]}"
+        server = self._factory(replace(config, name=name))
+        self.private[name] = server
+        return server
+
+    async def retire_private(self, server: ManagedServer) -> None:
+        """The session ended or tripped: stop its own child and forget it."""
+        await server.stop()
+        self.private.pop(server.name, None)
+        self.publish(Event("state", server.name, server.snapshot()))
+
+    # ------------------------------------------------------------ publishing
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: (
+            self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+        )
+
+    def publish(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:
+                # A broken view must not take supervision down with it.
+                logger.exception("subscriber %r failed on %s", subscriber, event.kind)
+
+    def snapshot(self) -> TraySnapshot:
+        extra: dict[str, Any] = {}
+        for key, provider in self.snapshot_extras.items():
+            try:
+                extra[key] = provider()
+            except Exception:
+                logger.exception("snapshot provider %r failed", key)
+        return TraySnapshot(
+            version=__version__,
+            config_path=str(self.config.path),
+            servers=tuple(server.snapshot() for server in self.all_servers()),
+            config_error=self.config_error,
+            extra=extra,
+        )
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def start(self, *, sweep: bool = True) -> None:
+        """Sweep what a crashed earlier run left, then start every enabled server."""
+        self.paths.ensure()
+        if sweep:
+            self.swept = await asyncio.to_thread(sweep_leftovers, self.owner)
+            for item in self.swept:
+                logger.warning(
+                    "ended leftover pid %d (pgid %d) of dead owner %s: %s",
+                    item.pid,
+                    item.pgid,
+                    item.owner,
+                    item.cmdline,
+                )
+        for server in self.servers.values():
+            if not server.config.disabled:
+                server.start()
+
+    async def aclose(self) -> None:
+        """Stop every child by the stop contract (concurrently), then flush logs."""
+        await asyncio.gather(
+            *(server.stop() for server in self.servers.values()), return_exceptions=True
+        )
+        self.logs.close()
+
+    def server(self, name: str) -> ManagedServer:
+        try:
+            return self.servers[name]
+        except KeyError:
+            raise UnknownServer(name, list(self.servers)) from None
+
+    async def respawn(self, name: str) -> None:
+        await self.server(name).respawn()
+
+    async def stop_server(self, name: str) -> None:
+        await self.server(name).stop()
+
+    async def start_server(self, name: str) -> None:
+        server = self.server(name)
+        if server.running:
+            return
+        server.start()
+
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        return await self.server(name).call_tool(tool, arguments, timeout=timeout)
+
+    # --------------------------------------------------------------- reloads
+
+    async def apply_config(self, config: TrayConfig) -> ReloadResult:
+        """Move to ``config``: restart only changed servers, start added, stop removed."""
+        old = self.servers
+        removed = [name for name in old if name not in config.servers]
+        added = [name for name in config.servers if name not in old]
+        restarted: list[str] = []
+        self.config = config
+        self.config_error = None
+        await asyncio.gather(*(old[name].stop() for name in removed))
+        for name in removed:
+            del self.servers[name]
+        for name, server_config in config.servers.items():
+            if name in added:
+                server = self._factory(server_config)
+                self.servers[name] = server
+                if not server_config.disabled:
+                    server.start()
+            elif await old[name].reconfigure(server_config):
+                restarted.append(name)
+        result = ReloadResult(tuple(restarted), tuple(added), tuple(removed))
+        self.publish(
+            Event(
+                "config", text=f"reloaded: restarted {restarted}, added {added}, removed {removed}"
+            )
+        )
+        return result
+
+    def report_config_error(self, message: str) -> None:
+        """A config edit was invalid: keep everything running, show the error."""
+        self.config_error = message
+        self.publish(Event("config", text=message))

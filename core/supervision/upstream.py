@@ -1,0 +1,323 @@
+"""mcp-tray's own MCP client session to one child (the upstream session).
+
+The SDK's ``stdio_client`` hides the child process, and mcp-tray needs the
+pid, the process group and the exit, so the child is spawned by
+``core.supervision.child``; this module speaks newline-delimited JSON-RPC over its
+pipes. It is a deliberately small peer rather than the SDK's
+``JSONRPCDispatcher``: every forwarded call crosses it, and the dispatcher's
+memory streams, task hops and tracing span cost ~0.36 ms of CPU per call on
+a small machine even with nothing on the other end (bench/gateway.py), when
+the whole gateway may add under a millisecond. Messages stay raw dicts, so
+fields mcp-tray does not model pass through untouched; errors surface as
+``RpcError`` so callers see one exception type.
+
+When the child's stdout ends, or the child exits while a grandchild still
+holds the pipe, every request in flight fails at once with
+``ConnectionLost`` instead of waiting for its timeout.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
+from typing import Any, Final
+
+from core import __version__
+from core.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    LATEST_HANDSHAKE_VERSION,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    ProgressFn,
+    RpcError,
+    dumps,
+    error_message,
+    settle,
+)
+from core.supervision.child import ChildProcess
+
+logger = logging.getLogger(__name__)
+
+#: The newest revision reachable through the initialize handshake (stdio
+#: servers speak the handshake era; the 2026 "discover" era is HTTP-first).
+PROTOCOL_VERSION: Final = LATEST_HANDSHAKE_VERSION
+CLIENT_INFO: Final = {"name": "mcp-tray", "version": __version__}
+#: After the child exits, how long its stdout may still deliver buffered
+#: lines; only a grandchild holding the pipe open makes this run out.
+EXIT_DRAIN_SECONDS: Final = 0.05
+
+#: Handles a request the server sends to its client (sampling, roots, elicitation).
+ServerRequestHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
+#: Receives every notification the server sends.
+NotificationHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+#: Receives stdout lines that are not JSON-RPC (chatty servers print banners).
+JunkHandler = Callable[[str], None]
+
+
+class ConnectionLost(Exception):
+    """The upstream transport closed while a request was in flight."""
+
+
+def _request_key(value: object) -> object:
+    """Match "7" with 7: peers echo ids back in either form."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
+
+
+class Upstream:
+    """A JSON-RPC session over one child's pipes. Use ``Upstream.open``."""
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        on_request: ServerRequestHandler,
+        on_notification: NotificationHandler,
+        on_junk: JunkHandler,
+    ) -> None:
+        self.child = child
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_junk = on_junk
+        self._pending: dict[object, asyncio.Future[dict[str, Any]]] = {}
+        self._progress: dict[object, ProgressFn] = {}
+        self._handlers: dict[object, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_id = 0
+        #: Set when the read side ended (stdout EOF, or the leader exited).
+        self.closed = asyncio.Event()
+        self.initialize_result: dict[str, Any] = {}
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        child: ChildProcess,
+        *,
+        on_request: ServerRequestHandler,
+        on_notification: NotificationHandler,
+        on_junk: JunkHandler,
+    ) -> AsyncIterator["Upstream"]:
+        upstream = cls(child, on_request, on_notification, on_junk)
+        reader = asyncio.ensure_future(upstream._read_until_end())
+        try:
+            yield upstream
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            upstream._fail_pending()
+            for task in list(upstream._tasks):
+                task.cancel()
+            await asyncio.gather(*upstream._tasks, return_exceptions=True)
+
+    # ---------------------------------------------------------- outbound
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressFn | None = None,
+    ) -> dict[str, Any]:
+        """Send one request; ``ConnectionLost`` if the child went away under it."""
+        if self.closed.is_set():
+            raise ConnectionLost("the child's stdout is closed")
+        self._next_id += 1
+        request_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None or on_progress is not None:
+            out = dict(params or {})
+            if on_progress is not None:
+                # Our id doubles as the progress token, so progress finds its caller.
+                out["_meta"] = {**(out.get("_meta") or {}), "progressToken": request_id}
+                self._progress[request_id] = on_progress
+            message["params"] = out
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write(message)
+            if timeout is None:
+                return await future
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            await self._cancel_upstream(request_id, f"timed out after {timeout:g}s")
+            raise RpcError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None
+        except asyncio.CancelledError:
+            # The caller gave up (its client cancelled): tell the server to stop.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._cancel_upstream(request_id, "the client cancelled"))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            self._progress.pop(request_id, None)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        with contextlib.suppress(ConnectionLost):
+            await self._write(message)
+
+    async def _cancel_upstream(self, request_id: int, reason: str) -> None:
+        await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    async def _write(self, message: Mapping[str, Any]) -> None:
+        try:
+            await self.child.write(dumps(message) + b"\n")
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise ConnectionLost(f"the child's stdin is closed ({exc})") from None
+
+    async def initialize(self) -> dict[str, Any]:
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                # Advertised so server->client requests reach the gateway's clients.
+                "capabilities": {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}},
+                "clientInfo": CLIENT_INFO,
+            },
+        )
+        await self.notify("notifications/initialized", None)
+        self.initialize_result = result
+        return result
+
+    @property
+    def capabilities(self) -> Mapping[str, Any]:
+        caps = self.initialize_result.get("capabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    async def list_all(self, method: str, key: str) -> list[dict[str, Any]]:
+        """Follow ``nextCursor`` through a paginated list."""
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server that never stops paginating is broken
+            page = await self.request(method, {"cursor": cursor} if cursor else None)
+            items.extend(item for item in page.get(key, []) if isinstance(item, dict))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        return items
+
+    async def ping(self, timeout: float | None) -> None:
+        """Ping, or list tools where the server does not implement ping."""
+        try:
+            await self.request("ping", None, timeout=timeout)
+        except RpcError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise
+            await self.request("tools/list", None, timeout=timeout)
+
+    # ----------------------------------------------------------- inbound
+
+    async def _read_until_end(self) -> None:
+        reader = asyncio.ensure_future(self._read_messages())
+        try:
+            # Whichever comes first: stdout EOF, or the leader's exit (a
+            # grandchild may hold stdout open long after the server died)...
+            watched: list[asyncio.Future[Any]] = [reader, self.child.exited]
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                # ...but what the server wrote before dying is still delivered.
+                await asyncio.wait([reader], timeout=EXIT_DRAIN_SECONDS)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            self.closed.set()
+            self._fail_pending()
+
+    async def _read_messages(self) -> None:
+        stdout = self.child.stdout
+        while True:
+            try:
+                line = await stdout.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                self._on_junk("<a stdout line longer than the read limit was dropped>")
+                continue
+            if not line:
+                return
+            if line.isspace():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self._on_junk(line.decode("utf-8", errors="replace").rstrip())
+                continue
+            if isinstance(message, dict):
+                self._dispatch(message)
+            else:
+                self._on_junk(line.decode("utf-8", errors="replace").rstrip())
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if isinstance(method, str):
+            params = message.get("params")
+            params = params if isinstance(params, dict) else None
+            if "id" in message:
+                key = _request_key(message["id"])
+                task = self._spawn(self._answer(message["id"], method, params))
+                self._handlers[key] = task
+                task.add_done_callback(partial(self._forget_handler, key))
+            elif method == "notifications/progress" and params is not None:
+                self._relay_progress(params)
+            elif method == "notifications/cancelled" and params is not None:
+                handler = self._handlers.get(_request_key(params.get("requestId")))
+                if handler is not None:
+                    handler.cancel()
+            else:
+                self._spawn(self._notify_safely(method, params))
+            return
+        future = self._pending.get(_request_key(message.get("id")))
+        if future is not None:
+            settle(future, message)
+
+    def _forget_handler(self, key: object, _task: "asyncio.Task[Any]") -> None:
+        self._handlers.pop(key, None)
+
+    def _relay_progress(self, params: dict[str, Any]) -> None:
+        callback = self._progress.get(_request_key(params.get("progressToken")))
+        progress = params.get("progress")
+        if callback is None or not isinstance(progress, int | float):
+            return
+        total = params.get("total")
+        text = params.get("message")
+        self._spawn(
+            callback(
+                float(progress),
+                float(total) if isinstance(total, int | float) else None,
+                text if isinstance(text, str) else None,
+            )
+        )
+
+    async def _answer(self, request_id: Any, method: str, params: dict[str, Any] | None) -> None:
+        try:
+            result = await self._on_request(method, params)
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except RpcError as exc:
+            reply = error_message(request_id, exc.code, exc.message, exc.data)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            logger.exception("answering the server's %s failed", method)
+            reply = error_message(request_id, INTERNAL_ERROR, str(exc))
+        with contextlib.suppress(ConnectionLost):
+            await self._write(reply)
+
+    async def _notify_safely(self, method: str, params: dict[str, Any] | None) -> None:
+        try:
+            await self._on_notification(method, params)
+        except Exception:
+            logger.exception("handling the server's %s failed", method)
+
+    def _spawn(self, coro: Awaitable[Any]) -> "asyncio.Task[Any]":
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _fail_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLost("the connection to the child closed"))
