@@ -12,13 +12,14 @@ from typing import Any
 import psutil
 import pytest
 
-from core.base.clock import SYSTEM_CLOCK, Clock, FakeClock
+from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
 from core.supervision.child import StopTiming
 from core.supervision.managed import ManagedServer, Timing
 from core.supervision.supervisor import Supervisor
+from tests.fakes import FakeClock
 
 pytest_plugins = ["tests.gateway_support"]
 

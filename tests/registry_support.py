@@ -1,8 +1,8 @@
 """Helpers shared by the registry and heartbeat tests (not a test module)."""
 
-from core.base.clock import FakeWallClock
 from core.registry.identity import worker_identity
 from core.registry.store import Registration, WorkerRegistry
+from tests.fakes import FakeWallClock
 
 #: The TTL of the synthetic workers: long, so only a fake clock reaches it.
 TTL = 900.0

@@ -19,7 +19,6 @@ import pytest
 
 import core.base.envvars as envvars
 from core import __version__
-from core.base.clock import FakeWallClock
 from core.registry.envdiag import (
     ENV_SCAN_FAILED,
     SECRET_LITERAL,
@@ -44,6 +43,7 @@ from core.registry.workers_view import (
     doctor_lines,
     snapshot_warnings,
 )
+from tests.fakes import FakeWallClock
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from core.base.clock import FakeWallClock
 from core.registry.heartbeat import (
     UNSUPERVISED_REASON,
     HeartbeatStatus,
@@ -40,6 +39,7 @@ from core.registry.store import (
     Registration,
     WorkerRegistry,
 )
+from tests.fakes import FakeWallClock
 from tests.registry_support import TTL, alive, attach
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,10 +8,11 @@ import random
 
 import pytest
 
-from core.base.clock import FakeClock, wait_within
+from core.base.clock import wait_within
 from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
 from core.supervision.breakers import ServerBreaker, SessionBreaker
 from core.supervision.restart_policy import Backoff, RapidDropBudget
+from tests.fakes import FakeClock
 
 
 def test_every_state_has_a_row_and_nothing_leaves_stopped_except_starting() -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from core.base.clock import FakeWallClock
 from core.registry import store as registry_module
 from core.registry.store import (
     BLOCKER_FENCED,
@@ -38,6 +37,7 @@ from core.registry.workers_view import (
     format_workers_table,
     worker_rows,
 )
+from tests.fakes import FakeWallClock
 from tests.registry_support import TTL, alive, attach
 
 

@@ -7,11 +7,11 @@ half-open probe is reached by moving the clock, not by waiting 60 s.
 
 import pytest
 
-from core.base.clock import FakeClock
 from core.base.errors import BreakerOpen, ExitedMidCall
 from core.base.states import BreakerState
 from core.supervision.managed import ManagedServer
 from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready
+from tests.fakes import FakeClock
 
 
 def breaker_state(server: ManagedServer) -> BreakerState:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from core.base.clock import FakeClock
 from core.base.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
 from core.base.states import ServerState
 from core.supervision.managed import ManagedServer
@@ -29,6 +28,7 @@ from tests.conftest import (
     wait_state,
     wait_until,
 )
+from tests.fakes import FakeClock
 
 
 def text_of(result: dict[str, Any]) -> str:
