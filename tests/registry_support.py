@@ -1,11 +1,17 @@
 """Helpers shared by the registry and heartbeat tests (not a test module)."""
 
+import threading
+
 from core.registry.identity import worker_identity
-from core.registry.store import Registration, WorkerRegistry
+from core.registry.records import Registration
+from core.registry.store import WorkerRegistry
 from tests.fakes import FakeWallClock
 
 #: The TTL of the synthetic workers: long, so only a fake clock reaches it.
 TTL = 900.0
+#: Bound on how long a test waits for the heartbeat thread to act on a tick
+#: it was given: a safety net against a hang, never a wait for time to pass.
+THREAD_STEP_SECONDS = 10.0
 
 
 def alive(_pid: int) -> bool:
@@ -35,3 +41,43 @@ def attach(
         pid=pid,
         heartbeat_ttl_seconds=ttl,
     )
+
+
+class ManualTicker:
+    """A heartbeat ``Ticker`` whose intervals pass only when a test says so.
+
+    ``tick()`` lets one interval pass and returns once the beat thread has
+    finished the beat it caused and is waiting again (or has stopped), so a
+    test reads the outcome right after, without polling.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._released = 0
+        self._consumed = 0
+        self._waits = 0
+        self._interrupted = False
+
+    def wait(self, seconds: float) -> bool:
+        with self._cond:
+            self._waits += 1
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._interrupted or self._consumed < self._released)
+            if self._interrupted:
+                return True
+            self._consumed += 1
+            return False
+
+    def interrupt(self) -> None:
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()
+
+    def tick(self) -> None:
+        """One interval passes; back once the thread is waiting for the next."""
+        with self._cond:
+            self._released += 1
+            self._cond.notify_all()
+            # Wait k (1-based) takes tick k; its beat is done when wait k+1 starts.
+            done = self._cond.wait_for(lambda: self._waits > self._released, THREAD_STEP_SECONDS)
+        assert done, "the heartbeat thread did not come back to wait for its next interval"

@@ -1,12 +1,13 @@
-"""The heartbeat interval policy and supervisor (core/heartbeat.py).
+"""The heartbeat interval policy and supervisor (core/registry/heartbeat.py).
 
 Strategy: the supervisor runs against a real registry file under
 ``tmp_path``; ``beat_once`` is driven by hand on a ``FakeWallClock`` so TTLs
 of 900 s pass in microseconds and nothing sleeps to reach one. Transient
 failures are real: another connection holds the sqlite write lock past a
-short busy timeout. Only two tests run the real thread, on a 10 ms
-interval with bounded polling, and one runs a child interpreter to see the
-atexit stop happen.
+short busy timeout. The real thread runs on a ``ManualTicker``
+(tests/registry_support.py): each interval passes when the test ticks, so
+no test waits for one. One test times a stop on the real ``EventTicker``,
+and one runs a child interpreter to see the atexit stop happen.
 """
 
 import sqlite3
@@ -21,15 +22,13 @@ from pathlib import Path
 import pytest
 
 from core.registry.heartbeat import (
-    UNSUPERVISED_REASON,
-    HeartbeatStatus,
+    HeartbeatTarget,
     WorkerHeartbeatSupervisor,
-    describe_supervisor,
     heartbeat_interval_for,
     heartbeat_settings,
 )
 from core.registry.identity import worker_identity
-from core.registry.store import (
+from core.registry.records import (
     BLOCKER_FENCED,
     BLOCKER_NO_ATTACHMENT,
     DEFAULT_HEARTBEAT_TTL_SECONDS,
@@ -37,10 +36,10 @@ from core.registry.store import (
     UNOWNED,
     HeartbeatOutcome,
     Registration,
-    WorkerRegistry,
 )
+from core.registry.store import WorkerRegistry
 from tests.fakes import FakeWallClock
-from tests.registry_support import TTL, alive, attach
+from tests.registry_support import TTL, ManualTicker, alive, attach
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,14 +56,28 @@ def registry(tmp_path: Path, clock: FakeWallClock) -> Iterator[WorkerRegistry]:
 
 
 def supervise(
-    registry: WorkerRegistry,
+    registry: HeartbeatTarget,
     registration: Registration,
     clock: Callable[[], datetime],
     *,
     interval: object = None,
+    ticker: ManualTicker | None = None,
 ) -> WorkerHeartbeatSupervisor:
-    return WorkerHeartbeatSupervisor.for_registration(
-        registry, registration, interval_seconds=interval, wall_clock=clock, stop_at_exit=False
+    """A supervisor that expects exactly what ``registration`` recorded."""
+    record = registration.record
+    return WorkerHeartbeatSupervisor(
+        registry,
+        worker_identity=registration.worker_identity,
+        fencing_epoch=registration.fencing_epoch,
+        ttl_seconds=record.heartbeat_ttl_seconds,
+        session_id=record.session_id,
+        generation_id=record.generation_id,
+        client_name=record.client_name,
+        pid=record.pid,
+        interval_seconds=interval,
+        wall_clock=clock,
+        ticker=ticker,
+        stop_at_exit=False,
     )
 
 
@@ -75,15 +88,6 @@ def owned(registry: WorkerRegistry, registration: Registration) -> str:
         fencing_epoch=registration.fencing_epoch,
         pid_probe=alive,
     ).ownership
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 # --- interval policy --------------------------------------------------------------
@@ -339,8 +343,6 @@ def test_a_transient_database_lock_is_counted_and_beating_continues(
         assert second.renewed, second.reasons
         status = supervisor.status()
     assert (status.beats_attempted, status.beats_renewed, status.transient_failures) == (2, 1, 1)
-    assert status.last_failure is not None
-    assert "database is locked" in status.last_failure
     assert status.supervised
 
 
@@ -362,9 +364,7 @@ def test_any_other_exception_from_the_registry_is_transient_too(
     registry: WorkerRegistry, clock: FakeWallClock
 ) -> None:
     registration = attach(registry, clock)
-    supervisor = WorkerHeartbeatSupervisor.for_registration(
-        Flaky(registry), registration, wall_clock=clock, stop_at_exit=False
-    )
+    supervisor = supervise(Flaky(registry), registration, clock)
     assert supervisor.beat_once().transient
     assert supervisor.beat_once().renewed
     assert supervisor.status().transient_failures == 1
@@ -385,75 +385,60 @@ def test_the_status_of_an_unstarted_supervisor_is_honest(
     assert status.interval_seconds == pytest.approx(TTL / 3)
 
 
-def test_no_supervisor_is_described_as_unsupervised_with_a_reason() -> None:
-    status = describe_supervisor(None)
-    assert not status.supervised
-    assert not status.running
-    assert status.reasons == (UNSUPERVISED_REASON,)
-
-
-def test_an_attached_supervisor_is_described_by_its_own_status(
-    registry: WorkerRegistry, clock: FakeWallClock
-) -> None:
-    registration = attach(registry, clock)
-    status = describe_supervisor(supervise(registry, registration, clock))
-    assert status.supervised
-    assert status.worker_identity == registration.worker_identity
-    assert status.interval_seconds is not None
-    assert status.interval_seconds < TTL
-
-
-def test_a_status_that_raises_degrades_to_not_running_with_the_error() -> None:
-    class Exploding:
-        def status(self) -> HeartbeatStatus:
-            raise RuntimeError("boom")
-
-    status = describe_supervisor(Exploding())
-    assert status.supervised
-    assert not status.running
-    assert "boom" in status.reasons[0]
-
-
 # --- the real thread -------------------------------------------------------------
 
 
-def test_the_thread_beats_on_a_millisecond_interval_and_stops_promptly(tmp_path: Path) -> None:
+def test_the_thread_beats_once_per_interval_that_passes(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    registration = attach(registry, clock)
+    ticker = ManualTicker()
+    supervisor = supervise(registry, registration, clock, ticker=ticker)
+    try:
+        started = supervisor.start()
+        assert started.started and not started.already_running
+        assert supervisor.status().running
+        for beat in range(1, 4):
+            clock.advance(supervisor.interval_seconds)
+            ticker.tick()
+            record = registry.get(registration.worker_identity)
+            assert record is not None
+            assert (record.beats, record.last_heartbeat_at) == (beat, clock.now)
+        assert supervisor.status().beats_renewed == 3
+    finally:
+        supervisor.stop("test teardown")
+    status = supervisor.status()
+    assert status.started and not status.running
+    assert supervisor._thread is not None and not supervisor._thread.is_alive()
+
+
+def test_stop_interrupts_a_long_interval_at_once(tmp_path: Path) -> None:
     with WorkerRegistry(tmp_path / "registry.sqlite") as registry:
         registration = registry.register(
             worker_identity="zed:thread",
             client_name="zed",
             session_id="sess-thread",
             role="bridge",
-            heartbeat_ttl_seconds=1.0,
+            heartbeat_ttl_seconds=TTL,
         )
-        supervisor = WorkerHeartbeatSupervisor.for_registration(
-            registry, registration, interval_seconds=0.01, stop_at_exit=False
-        )
-        assert supervisor.interval_seconds == 0.01
-        try:
-            started = supervisor.start()
-            assert started.started and not started.already_running
-            assert wait_until(lambda: supervisor.status().beats_renewed >= 3)
-            assert supervisor.status().running
-        finally:
-            began = time.monotonic()
-            supervisor.stop("test teardown")
-            stopped_in = time.monotonic() - began
-        status = supervisor.status()
-        record = registry.get("zed:thread")
-    # Stop waits on an Event, not a sleep; one beat in flight is all it waits for.
+        # The real EventTicker, mid-way through a 300 s wait.
+        supervisor = supervise(registry, registration, registry.wall_clock)
+        supervisor.start()
+        assert supervisor.status().running
+        began = time.monotonic()
+        supervisor.stop("test teardown")
+        stopped_in = time.monotonic() - began
+    # Stop sets the Event the thread waits on: no interval is waited out.
     assert stopped_in < 1.0
-    assert not status.running
-    assert status.started
     assert supervisor._thread is not None and not supervisor._thread.is_alive()
-    assert record is not None
-    assert record.beats == status.beats_renewed >= 3
+    assert supervisor.status().beats_attempted == 0
 
 
 def test_start_is_idempotent_and_refused_after_a_stop(
     registry: WorkerRegistry, clock: FakeWallClock
 ) -> None:
-    supervisor = supervise(registry, attach(registry, clock, ttl=1.0), clock, interval=0.05)
+    registration = attach(registry, clock)
+    supervisor = supervise(registry, registration, clock, ticker=ManualTicker())
     try:
         first = supervisor.start()
         second = supervisor.start()
@@ -466,26 +451,27 @@ def test_start_is_idempotent_and_refused_after_a_stop(
     assert "orderly shutdown" in (refused.reason or "")
 
 
-def test_the_thread_stops_itself_when_its_worker_is_fenced(tmp_path: Path) -> None:
-    with WorkerRegistry(tmp_path / "registry.sqlite") as registry:
-        registration = registry.register(
-            worker_identity="codex:fenced",
-            client_name="codex",
-            session_id="sess-fenced",
-            role="bridge",
-            heartbeat_ttl_seconds=1.0,
-        )
-        supervisor = WorkerHeartbeatSupervisor.for_registration(
-            registry, registration, interval_seconds=0.01, stop_at_exit=False
-        )
-        supervisor.start()
-        try:
-            registry.claim_generation("codex:fenced")
-            assert wait_until(lambda: supervisor.stopped_reason is not None)
-            assert wait_until(lambda: not supervisor.status().running)
-        finally:
-            supervisor.stop("test teardown")
+def test_the_thread_stops_itself_when_its_worker_is_fenced(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    registration = attach(registry, clock)
+    ticker = ManualTicker()
+    refusals: list[HeartbeatOutcome] = []
+    supervisor = supervise(registry, registration, clock, ticker=ticker)
+    supervisor.on_refused = refusals.append
+    supervisor.start()
+    try:
+        registry.claim_generation(registration.worker_identity)
+        clock.advance(supervisor.interval_seconds)
+        ticker.tick()
+        assert supervisor._thread is not None
+        supervisor._thread.join(10)
+        assert not supervisor._thread.is_alive()
+        assert not supervisor.status().running
+    finally:
+        supervisor.stop("test teardown")
     assert (supervisor.stopped_reason or "").startswith(BLOCKER_FENCED)
+    assert [r.blocker_kind for r in refusals] == [BLOCKER_FENCED]
 
 
 def test_a_started_supervisor_is_stopped_at_interpreter_exit(tmp_path: Path) -> None:
@@ -499,7 +485,12 @@ def test_a_started_supervisor_is_stopped_at_interpreter_exit(tmp_path: Path) -> 
         registration = registry.register(
             worker_identity="zed:exit", client_name="zed", session_id="s", role="bridge"
         )
-        supervisor = WorkerHeartbeatSupervisor.for_registration(registry, registration)
+        supervisor = WorkerHeartbeatSupervisor(
+            registry,
+            worker_identity=registration.worker_identity,
+            fencing_epoch=registration.fencing_epoch,
+            ttl_seconds=registration.record.heartbeat_ttl_seconds,
+        )
         # atexit runs last-in first-out: this report runs after the stop.
         atexit.register(lambda: print("stopped:", supervisor.stopped_reason))
         supervisor.start()

@@ -1,4 +1,5 @@
-"""The worker registry (core/registry.py) and its rows as shown (core/workers_view.py).
+"""The worker registry (core/registry/store.py, schema.py, records.py) and
+its rows as shown (core/registry/workers_view.py).
 
 Strategy: a real sqlite file under ``tmp_path`` per test, a ``FakeWallClock``
 for every timestamp, and explicit ``now=`` where a test moves time, so no
@@ -17,28 +18,52 @@ from pathlib import Path
 
 import pytest
 
-from core.registry import store as registry_module
-from core.registry.store import (
+from core.base.errors import RegistryFileError
+from core.registry import schema as schema_module
+from core.registry.records import (
     BLOCKER_FENCED,
     BLOCKER_NO_ATTACHMENT,
-    INITIAL_FENCING_EPOCH,
     OWNED,
-    SCHEMA_VERSION,
     UNOWNED,
     Registration,
-    RegistryFileError,
-    WorkerRegistry,
 )
+from core.registry.schema import SCHEMA_VERSION
+from core.registry.store import INITIAL_FENCING_EPOCH, WorkerRegistry
 from core.registry.workers_view import (
     STATUS_FENCED,
     STATUS_LIVE,
     STATUS_STALE,
-    WORKER_FIELDS,
     format_workers_table,
     worker_rows,
 )
 from tests.fakes import FakeWallClock
 from tests.registry_support import TTL, alive, attach
+
+#: The fields of one ``mcp-tray workers --json`` row, in order.
+WORKER_ROW_FIELDS = [
+    "worker_identity",
+    "client_name",
+    "session_id",
+    "generation_id",
+    "server",
+    "pid",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_age_seconds",
+    "ttl_seconds",
+    "live",
+    "fencing_epoch",
+    "status",
+]
+
+
+def user_version(path: Path) -> int:
+    """The schema version the file says it is at."""
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
 
 
 def dead(_pid: int) -> bool:
@@ -60,7 +85,7 @@ def registry(tmp_path: Path, clock: FakeWallClock) -> Iterator[WorkerRegistry]:
 
 
 def test_a_new_registry_is_a_wal_file_at_the_current_schema(registry: WorkerRegistry) -> None:
-    assert registry.schema_version == SCHEMA_VERSION
+    assert user_version(registry.path) == SCHEMA_VERSION
     with sqlite3.connect(registry.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -126,15 +151,15 @@ def test_an_older_schema_is_migrated_forward_on_open_keeping_its_rows(
     with WorkerRegistry(path, wall_clock=clock) as old:
         outcome = attach(old, clock)
     # Pretend a later mcp-tray added a column in schema SCHEMA_VERSION + 1.
-    monkeypatch.setattr(registry_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     monkeypatch.setattr(
-        registry_module,
+        schema_module,
         "_MIGRATIONS",
-        (*registry_module._MIGRATIONS, ("ALTER TABLE workers ADD COLUMN note TEXT",)),
+        (*schema_module._MIGRATIONS, ("ALTER TABLE workers ADD COLUMN note TEXT",)),
     )
     with WorkerRegistry(path, wall_clock=clock) as newer:
-        assert newer.schema_version == SCHEMA_VERSION + 1
         assert newer.get(outcome.worker_identity) == outcome.record
+    assert user_version(path) == SCHEMA_VERSION + 1
     conn = sqlite3.connect(path)
     columns = [row[1] for row in conn.execute("PRAGMA table_info(workers)")]
     conn.close()
@@ -422,7 +447,6 @@ def test_a_session_held_by_a_live_worker_is_owned(
     )
     by_session = registry.assess_ownership("sess-0001", pid_probe=alive)
     assert by_worker.ownership == by_session.ownership == OWNED
-    assert by_worker.owned
     assert by_worker.holder == by_session.holder == outcome.worker_identity
     assert by_worker.blocker_kind is None
 
@@ -465,6 +489,29 @@ def test_a_worker_presenting_a_superseded_epoch_or_generation_is_unowned_as_fenc
         assert assessment.expectation_drift
     assert stale_epoch.expectation_drift[0].field == "fencing_epoch"
     assert stale_generation.expectation_drift[0].recorded == "gen-0002"
+
+
+def test_a_row_that_went_silent_after_refusing_its_holder_is_unowned_as_fenced(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    outcome = attach(registry, clock)
+    registry.claim_generation(outcome.worker_identity)
+    clock.advance(1)
+    assert registry.heartbeat(outcome.worker_identity, outcome.fencing_epoch).blocker_kind == (
+        BLOCKER_FENCED
+    )
+    still_live = registry.assess_ownership(
+        "sess-0001", worker_identity=outcome.worker_identity, pid_probe=alive
+    )
+    clock.advance(TTL)
+    silent = registry.assess_ownership(
+        "sess-0001", worker_identity=outcome.worker_identity, pid_probe=alive
+    )
+    # The claimer may still beat: a live row is owned whoever was refused.
+    assert still_live.ownership == OWNED
+    assert silent.ownership == UNOWNED
+    assert silent.blocker_kind == BLOCKER_FENCED
+    assert "refused" in silent.reasons[0]
 
 
 def test_a_worker_asked_about_another_session_is_fenced(
@@ -553,7 +600,7 @@ def test_worker_rows_carry_the_listed_fields_and_ages_from_now(
     outcome = attach(registry, clock)
     clock.advance(12.5)
     [row] = worker_rows(registry, now=clock.now, pid_probe=alive)
-    assert list(row) == [*WORKER_FIELDS, "status"]
+    assert list(row) == WORKER_ROW_FIELDS
     assert row["worker_identity"] == outcome.worker_identity
     assert row["heartbeat_age_seconds"] == 12.5
     assert row["ttl_seconds"] == TTL

@@ -2,21 +2,30 @@
 
 Strategy: real registry files under a private MCP_TRAY_HOME, the real CLI
 in a subprocess (its own environment is what the doctor checks), and a real
-TrayService in-process for the API and the snapshot.
+TrayService in-process for the API and the snapshot. Session ownership runs
+a WorkerWatch on a real registry file with a ``FakeWallClock``, fed the
+gateway's own ``ClientSession`` objects, so TTLs pass without waiting.
 """
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from core.base.snapshot import Event, EventKind
 from core.registry.identity import worker_identity
-from core.registry.store import ROLE_BRIDGE, WorkerRegistry
+from core.registry.records import ROLE_BRIDGE, Registration
+from core.registry.session_claims import SessionOwnership
+from core.registry.store import WorkerRegistry
+from core.registry.worker_watch import WorkerWatch
+from core.serving.sessions import ClientSession
 from core.settings.paths import Paths
+from tests.fakes import FakeWallClock
 from tests.gateway_support import Services
 
 WORKER_FIELDS = {
@@ -132,7 +141,7 @@ async def test_both_warning_families_reach_the_snapshot_and_the_api(
     assert service.workers is not None
     await service.workers.run_doctor()
 
-    families = {w["family"] for w in service.supervisor.snapshot().extra["warnings"]}
+    families = {w.family for w in service.supervisor.snapshot().warnings}
     assert {"unsupported-env", "stale-runtime"} <= families
     async with httpx.AsyncClient() as http:
         headers = {"Authorization": f"Bearer {service.token}"}
@@ -145,3 +154,89 @@ async def test_both_warning_families_reach_the_snapshot_and_the_api(
     assert {"unsupported-env", "stale-runtime"} <= {w["family"] for w in warnings}
     assert any(w["text"].startswith("unsupported-env:") for w in warnings)
     assert [w["session_id"] for w in workers] == ["old-bridge"]
+
+
+def bridge_row(registry: WorkerRegistry, client: str, client_session: str) -> Registration:
+    """What ``mcp-tray connect`` registers: keyed by its client's session, not the gateway's."""
+    return registry.register(
+        worker_identity=worker_identity(client, client_session, registry.wall_clock()),
+        client_name=client,
+        session_id=client_session,
+        role=ROLE_BRIDGE,
+        server="echo",
+        pid=os.getpid(),
+        heartbeat_ttl_seconds=60,
+    )
+
+
+async def test_the_watch_tells_each_client_session_whether_its_worker_row_holds_it(
+    tmp_path: Path,
+) -> None:
+    clock = FakeWallClock()
+    events: list[Event] = []
+    with WorkerRegistry(tmp_path / "registry.sqlite", wall_clock=clock) as registry:
+        watch = WorkerWatch(registry, events.append, servers_env=dict)
+        rows = {
+            "gw-live": bridge_row(registry, "cursor", "cursor-1"),
+            "gw-taken": bridge_row(registry, "zed", "zed-1"),
+            "gw-gone": bridge_row(registry, "codex", "codex-1"),
+        }
+        for session_id, row in rows.items():
+            watch.session_opened(
+                ClientSession(
+                    id=session_id,
+                    server="echo",
+                    kind="bridge",
+                    worker_identity=row.worker_identity,
+                )
+            )
+        watch.session_opened(ClientSession(id="gw-unnamed", server="echo", kind="bridge"))
+        await watch.refresh()
+        assert {k: v.status for k, v in watch.session_ownership.items()} == {
+            "gw-live": "owned",
+            "gw-taken": "owned",
+            "gw-gone": "owned",
+        }
+
+        # A newer bridge takes "zed-1" over and the old one is refused; the
+        # newer one then goes silent too. "codex-1"'s bridge deregistered.
+        taken = rows["gw-taken"]
+        registry.claim_generation(taken.worker_identity)
+        clock.advance(1)
+        assert not registry.heartbeat(taken.worker_identity, taken.fencing_epoch).renewed
+        registry.remove(rows["gw-gone"].worker_identity)
+        clock.advance(60)
+        live = rows["gw-live"]
+        assert registry.heartbeat(live.worker_identity, live.fencing_epoch).renewed
+        events.clear()
+        await watch.refresh()
+
+    ownership = dict(watch.session_ownership)
+    assert {k: v.status for k, v in ownership.items()} == {
+        "gw-live": "owned",
+        "gw-taken": "fenced",
+        "gw-gone": "missing",
+    }
+    assert ownership["gw-live"] == SessionOwnership(
+        "owned", f"held by live worker {live.worker_identity}"
+    )
+    assert "refused" in ownership["gw-taken"].detail
+    assert "no registration" in ownership["gw-gone"].detail
+    assert [e.kind for e in events].count(EventKind.SESSIONS) == 1
+
+
+async def test_a_closed_session_leaves_the_ownership_table(tmp_path: Path) -> None:
+    with WorkerRegistry(tmp_path / "registry.sqlite", wall_clock=FakeWallClock()) as registry:
+        watch = WorkerWatch(registry, lambda _event: None, servers_env=dict)
+        row = bridge_row(registry, "cursor", "cursor-1")
+        session = ClientSession(
+            id="gw-1", server="echo", kind="bridge", worker_identity=row.worker_identity
+        )
+        watch.session_opened(session)
+        await watch.refresh()
+        assert set(watch.session_ownership) == {"gw-1"}
+        session.closed = True
+        watch.session_closed(session)
+        assert dict(watch.session_ownership) == {}
+        await watch.refresh()
+        assert dict(watch.session_ownership) == {}

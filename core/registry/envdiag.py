@@ -13,14 +13,13 @@ Advisories that do not fail ``doctor``: ``secret-literal:`` (a secret-looking
 literal in a server's config env; suggest the keyring) and
 ``env-scan-failed:`` (a worker's environment could not be read).
 
-``scan_process_envs`` and ``doctor`` block (psutil, sqlite): from async code
-call ``doctor_off_loop`` or wrap them in ``asyncio.to_thread``. Values of env
-variables are never echoed: they may be secrets and do not help the fix.
+``scan_process_envs`` and ``doctor`` block (psutil, sqlite): async code runs
+them in a thread (the tray's timer: ``WorkerWatch.run_doctor``). Values of
+env variables are never echoed: they may be secrets and do not help the fix.
 
 Tested in tests/test_envdiag.py with plain dicts and real child processes.
 """
 
-import asyncio
 import difflib
 import os
 import re
@@ -33,7 +32,8 @@ import psutil
 
 from core.base.envvars import ENV_PREFIX, RECOGNIZED_ENV_KEYS, RUNTIME_VERSION_ENV
 from core.registry.identity import client_display_name
-from core.registry.store import PidProbe, WorkerRecord, WorkerRegistry
+from core.registry.records import PidProbe, WorkerRecord
+from core.registry.store import WorkerRegistry
 
 UNSUPPORTED_ENV: Final = "unsupported-env:"
 STALE_RUNTIME: Final = "stale-runtime:"
@@ -247,17 +247,3 @@ def doctor(
     if servers_env:
         found.extend(secret_literals(servers_env))
     return found
-
-
-async def doctor_off_loop(
-    environ: Mapping[str, str],
-    registry: WorkerRegistry | None,
-    own_version: str,
-    now: datetime | None = None,
-    *,
-    servers_env: Mapping[str, Mapping[str, str]] | None = None,
-) -> list[Diagnostic]:
-    """``doctor`` in a worker thread, for the tray's timer and on-demand scans."""
-    return await asyncio.to_thread(
-        doctor, environ, registry, own_version, now, servers_env=servers_env
-    )

@@ -14,8 +14,10 @@ thread with it and the dead worker still expires on the normal TTL.
   busy timeout) is transient: counted, and beating goes on.
 - One supervisor is one attachment: once stopped it never starts again.
 
-Tests call ``beat_once`` with an injected wall clock; one test runs the real
-thread on a millisecond interval. See tests/test_heartbeat.py.
+Time is injected twice: ``wall_clock`` stamps the beats, and the thread
+waits out each interval through a ``Ticker`` (``EventTicker``: real time).
+Tests call ``beat_once`` on a fake wall clock, and run the real thread on a
+manual ticker, so no test waits for an interval. See tests/test_heartbeat.py.
 """
 
 import atexit
@@ -28,7 +30,7 @@ from typing import Final, Protocol
 
 from core.base.clock import WallClock, utc_now
 from core.base.envvars import HEARTBEAT_INTERVAL_ENV, HEARTBEAT_TTL_ENV
-from core.registry.store import DEFAULT_HEARTBEAT_TTL_SECONDS, HeartbeatOutcome, Registration
+from core.registry.records import DEFAULT_HEARTBEAT_TTL_SECONDS, HeartbeatOutcome
 
 #: Default share of the TTL between beats: two beats can be lost in a row and
 #: the row still stays live.
@@ -39,10 +41,6 @@ MAX_INTERVAL_FRACTION: Final = 1 / 2
 #: How long ``stop`` waits for the thread to finish a beat in flight. A beat
 #: that is stuck in sqlite's busy timeout finishes on its own later.
 STOP_JOIN_SECONDS: Final = 2.0
-
-UNSUPERVISED_REASON: Final = (
-    "no heartbeat supervisor is attached: this worker's row expires one TTL after it registered"
-)
 
 
 def _positive_seconds(value: object) -> float | None:
@@ -108,6 +106,31 @@ class HeartbeatTarget(Protocol):
     ) -> HeartbeatOutcome: ...
 
 
+class Ticker(Protocol):
+    """How the beat thread waits out an interval; tests pass a manual one."""
+
+    def wait(self, seconds: float) -> bool:
+        """False once ``seconds`` have passed; True at once when interrupted."""
+        ...
+
+    def interrupt(self) -> None:
+        """End the wait in progress and every later one: beating is over."""
+        ...
+
+
+class EventTicker:
+    """Real time, on a ``threading.Event`` that ``interrupt`` sets: stop is prompt."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wait(self, seconds: float) -> bool:
+        return self._event.wait(seconds)
+
+    def interrupt(self) -> None:
+        self._event.set()
+
+
 @dataclass(frozen=True)
 class StartOutcome:
     """``started`` True means a thread is running now (new or already)."""
@@ -119,8 +142,10 @@ class StartOutcome:
 
 @dataclass(frozen=True)
 class HeartbeatStatus:
-    """What the surfaces show about a worker's heartbeat. Grants nothing."""
+    """What ``status()`` reports (DESIGN §3.7). Grants nothing."""
 
+    #: Always True from a supervisor: the row has a beater, so it outlives
+    #: its first TTL (an unsupervised row expires one TTL after registering).
     supervised: bool
     started: bool
     running: bool
@@ -128,59 +153,9 @@ class HeartbeatStatus:
     beats_renewed: int
     transient_failures: int
     stopped_reason: str | None
-    worker_identity: str | None
-    ttl_seconds: float | None
-    interval_seconds: float | None
-    last_renewed_at: datetime | None = None
-    last_failure: str | None = None
-    reasons: tuple[str, ...] = ()
-
-
-def unsupervised_status(reason: str = UNSUPERVISED_REASON) -> HeartbeatStatus:
-    """The honest status when no supervisor is attached at all."""
-    return HeartbeatStatus(
-        supervised=False,
-        started=False,
-        running=False,
-        beats_attempted=0,
-        beats_renewed=0,
-        transient_failures=0,
-        stopped_reason=None,
-        worker_identity=None,
-        ttl_seconds=None,
-        interval_seconds=None,
-        reasons=(reason,),
-    )
-
-
-class _HasStatus(Protocol):
-    def status(self) -> HeartbeatStatus: ...
-
-
-def describe_supervisor(supervisor: _HasStatus | None) -> HeartbeatStatus:
-    """Status for the surfaces: never raises, never claims a beat it lacks.
-
-    Distinguishes "no supervisor" from "a supervisor with no beats yet", and
-    degrades to not-running with the error as reason if ``status`` fails.
-    """
-    if supervisor is None:
-        return unsupervised_status()
-    try:
-        return supervisor.status()
-    except Exception as exc:
-        return HeartbeatStatus(
-            supervised=True,
-            started=False,
-            running=False,
-            beats_attempted=0,
-            beats_renewed=0,
-            transient_failures=0,
-            stopped_reason=None,
-            worker_identity=None,
-            ttl_seconds=None,
-            interval_seconds=None,
-            reasons=(f"heartbeat status unavailable: {exc!r}",),
-        )
+    worker_identity: str
+    ttl_seconds: float
+    interval_seconds: float
 
 
 class WorkerHeartbeatSupervisor:
@@ -199,6 +174,7 @@ class WorkerHeartbeatSupervisor:
         pid: int | None = None,
         interval_seconds: object = None,
         wall_clock: WallClock = utc_now,
+        ticker: Ticker | None = None,
         stop_at_exit: bool = True,
         on_refused: Callable[[HeartbeatOutcome], None] | None = None,
     ) -> None:
@@ -217,40 +193,12 @@ class WorkerHeartbeatSupervisor:
         self._wall_clock = wall_clock
         self._stop_at_exit = stop_at_exit
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._ticker = ticker or EventTicker()
         self._thread: threading.Thread | None = None
         self._stopped_reason: str | None = None
         self._attempted = 0
         self._renewed = 0
         self._transient = 0
-        self._last_renewed_at: datetime | None = None
-        self._last_failure: str | None = None
-
-    @classmethod
-    def for_registration(
-        cls,
-        registry: HeartbeatTarget,
-        registration: Registration,
-        *,
-        interval_seconds: object = None,
-        wall_clock: WallClock = utc_now,
-        stop_at_exit: bool = True,
-    ) -> "WorkerHeartbeatSupervisor":
-        """A supervisor that expects exactly what ``registration`` recorded."""
-        record = registration.record
-        return cls(
-            registry,
-            worker_identity=registration.worker_identity,
-            fencing_epoch=registration.fencing_epoch,
-            ttl_seconds=record.heartbeat_ttl_seconds,
-            session_id=record.session_id,
-            generation_id=record.generation_id,
-            client_name=record.client_name,
-            pid=record.pid,
-            interval_seconds=interval_seconds,
-            wall_clock=wall_clock,
-            stop_at_exit=stop_at_exit,
-        )
 
     @property
     def stopped_reason(self) -> str | None:
@@ -283,7 +231,6 @@ class WorkerHeartbeatSupervisor:
         except Exception as exc:
             with self._lock:
                 self._transient += 1
-                self._last_failure = f"{type(exc).__name__}: {exc}"
             return HeartbeatOutcome(
                 renewed=False,
                 worker_identity=self.worker_identity,
@@ -293,13 +240,10 @@ class WorkerHeartbeatSupervisor:
         if outcome.renewed:
             with self._lock:
                 self._renewed += 1
-                self._last_renewed_at = outcome.last_heartbeat_at
             return outcome
         # A refusal is final: retrying a fenced or missing row can only fail
         # again, or worse, succeed after someone else re-registered.
         reason = f"{outcome.blocker_kind or 'refused'}: " + "; ".join(outcome.reasons)
-        with self._lock:
-            self._last_failure = reason
         self.stop(reason)
         if self.on_refused is not None:
             self.on_refused(outcome)
@@ -330,7 +274,7 @@ class WorkerHeartbeatSupervisor:
             if self._stopped_reason is None:
                 self._stopped_reason = reason
             thread = self._thread
-        self._wake.set()
+        self._ticker.interrupt()
         if self._stop_at_exit:
             # Registered only by start(); unregistering an absent one is a no-op.
             atexit.unregister(self._stop_at_interpreter_exit)
@@ -342,7 +286,7 @@ class WorkerHeartbeatSupervisor:
 
     def _run(self) -> None:
         # The first beat waits one interval: register() has just stamped it.
-        while not self._wake.wait(self.interval_seconds):
+        while not self._ticker.wait(self.interval_seconds):
             self.beat_once()
 
     def status(self) -> HeartbeatStatus:
@@ -360,7 +304,4 @@ class WorkerHeartbeatSupervisor:
                 worker_identity=self.worker_identity,
                 ttl_seconds=self.ttl_seconds,
                 interval_seconds=self.interval_seconds,
-                last_renewed_at=self._last_renewed_at,
-                last_failure=self._last_failure,
-                reasons=(f"stopped: {self._stopped_reason}",) if self._stopped_reason else (),
             )

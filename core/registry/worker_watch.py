@@ -4,6 +4,9 @@
   register themselves) and heartbeats all of them from one task.
 - Keeps a fresh copy of every row (the Workers tab, /api/v1/workers, the
   snapshot) and publishes a ``workers`` event when it changed.
+- Assesses, on the same refresh, whether each open client session's worker
+  row still holds it (DESIGN §3.6): ``session_ownership``, for the Sessions
+  tab; a ``sessions`` event when a verdict changed.
 - Runs the doctor (own env, live workers' envs, runtime versions, literal
   secrets) on a timer and on demand; publishes ``warnings``.
 
@@ -15,21 +18,19 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, Protocol
 
 from core import __version__
-from core.base.snapshot import Event
+from core.base.errors import RegistryFileError
+from core.base.snapshot import Event, EventKind
 from core.registry.envdiag import Diagnostic, doctor
 from core.registry.heartbeat import heartbeat_interval_for
 from core.registry.identity import worker_identity
-from core.registry.store import (
-    DEFAULT_HEARTBEAT_TTL_SECONDS,
-    ROLE_HTTP_SESSION,
-    RegistryFileError,
-    WorkerRegistry,
-)
-from core.registry.workers_view import JsonRow, worker_rows
-from core.serving.sessions import ClientSession
+from core.registry.records import DEFAULT_HEARTBEAT_TTL_SECONDS, ROLE_HTTP_SESSION
+from core.registry.session_claims import SessionClaim, SessionOwnership, assess_sessions
+from core.registry.store import WorkerRegistry
+from core.registry.workers_view import JsonRow, warnings_json, worker_rows
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,26 @@ DIAGNOSTICS_INTERVAL_SECONDS: Final = 60.0
 EXPIRED_ROW_GRACE_SECONDS: Final = 3600.0
 
 
+class ClientSessionView(Protocol):
+    """What the watch reads of a client session (core.serving's ``ClientSession``);
+    a protocol, so the registry layer never imports the serving layer."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def client_name(self) -> str: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+
+    #: The session's worker row: a bridge's comes with its first request;
+    #: the watch sets an HTTP session's once it registered the row.
+    worker_identity: str | None
+
+
 @dataclass(frozen=True)
 class _HttpWorker:
     identity: str
@@ -56,6 +77,12 @@ class _HttpWorker:
 
 
 class WorkerWatch:
+    """The registry as the tray sees it: rows, session ownership, warnings.
+
+    The gateway reports every client session through ``session_opened`` /
+    ``session_closed``; ``refresh`` (on a timer from ``start``) reads.
+    """
+
     def __init__(
         self,
         registry: WorkerRegistry | None,
@@ -74,6 +101,9 @@ class WorkerWatch:
         #: Problems of mcp-tray's own (registry unusable, token in a file).
         self.own_warnings: list[str] = [registry_problem] if registry_problem else []
         self._http: dict[str, _HttpWorker] = {}
+        self._sessions: dict[str, ClientSessionView] = {}
+        self._ownership: dict[str, SessionOwnership] = {}
+        self._assessed: frozenset[SessionClaim] = frozenset()
         self._tasks: list[asyncio.Task[None]] = []
         self._stamp: tuple[int, int] | None = None
         self._read_at = 0.0
@@ -93,6 +123,15 @@ class WorkerWatch:
         """Rows this process heartbeats (direct HTTP client sessions)."""
         return len(self._http)
 
+    @property
+    def session_ownership(self) -> Mapping[str, SessionOwnership]:
+        """Client session id -> ownership, as of the last refresh.
+
+        Covers the open sessions that name a worker row; a session without
+        one yet (an HTTP session still registering) is absent.
+        """
+        return MappingProxyType(self._ownership)
+
     def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._refresh_loop(), name="mcp-tray:workers"),
@@ -110,19 +149,22 @@ class WorkerWatch:
         if self.registry is not None:
             self.registry.close()
 
-    # ----------------------------------------------------- HTTP sessions
+    # --------------------------------------------------- client sessions
 
-    def session_opened(self, session: ClientSession) -> None:
+    def session_opened(self, session: ClientSessionView) -> None:
+        self._sessions[session.id] = session
         if session.kind != "http" or self.registry is None:
             return
         asyncio.get_running_loop().create_task(self._register(session))
 
-    def session_closed(self, session: ClientSession) -> None:
+    def session_closed(self, session: ClientSessionView) -> None:
+        self._sessions.pop(session.id, None)
+        self._ownership.pop(session.id, None)
         worker = self._http.pop(session.id, None)
         if worker is not None:
             asyncio.get_running_loop().create_task(self._to_thread(self._remove, worker.identity))
 
-    async def _register(self, session: ClientSession) -> None:
+    async def _register(self, session: ClientSessionView) -> None:
         registry = self.registry
         assert registry is not None
         started = registry.wall_clock()
@@ -165,7 +207,8 @@ class WorkerWatch:
     # ------------------------------------------------------------ views
 
     async def refresh(self, *, force: bool = True) -> None:
-        """Re-read the rows (unless nothing changed and they are recent); publish a change."""
+        """Re-read the rows (unless nothing changed and they are recent) and
+        re-assess the sessions' ownership with them; publish what changed."""
         registry = self.registry
         if registry is None:
             return
@@ -176,30 +219,59 @@ class WorkerWatch:
         if not force and since < ROWS_MIN_INTERVAL_SECONDS:
             return
         recent = since < ROWS_REREAD_SECONDS
+        claims = self._claims()
+        assessed = self._assessed
 
-        def read() -> tuple[tuple[int, int], list[JsonRow] | None]:
+        def read() -> tuple[tuple[int, int], list[JsonRow] | None, dict[str, SessionOwnership]]:
             if expire:
                 registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
             stamp = registry.change_stamp()
             if not force and recent and stamp == self._stamp:
-                return stamp, None
-            return stamp, list(worker_rows(registry))
+                if claims == assessed:
+                    return stamp, None, self._ownership
+                return stamp, None, assess_sessions(registry, claims)
+            return stamp, list(worker_rows(registry)), assess_sessions(registry, claims)
 
         outcome = await self._to_thread(read)
         if outcome is None:
             return
-        self._stamp, rows = outcome
+        self._stamp, rows, ownership = outcome
         if expire:
             self._expired_at = now
+        self._take_ownership(claims, ownership)
         if rows is None:
             return
         self._read_at = now
         # Ages move with the clock; only a real change is news.
         if _without_ages(rows) != _without_ages(self.rows):
             self.rows = rows
-            self._publish(Event("workers"))
+            self._publish(Event(EventKind.WORKERS))
         else:
             self.rows = rows
+
+    def _claims(self) -> frozenset[SessionClaim]:
+        claims = set()
+        for session in self._sessions.values():
+            if session.worker_identity is None or session.closed:
+                continue
+            ours = self._http.get(session.id)
+            claims.add(
+                SessionClaim(session.id, session.worker_identity)
+                if ours is None
+                else SessionClaim(session.id, ours.identity, session.id, ours.epoch)
+            )
+        return frozenset(claims)
+
+    def _take_ownership(
+        self, claims: frozenset[SessionClaim], ownership: dict[str, SessionOwnership]
+    ) -> None:
+        # Sessions closed while the thread ran are gone from _sessions.
+        fresh = {k: v for k, v in ownership.items() if k in self._sessions}
+        before = {k: v.status for k, v in self._ownership.items()}
+        self._ownership, self._assessed = fresh, claims
+        # Details carry ages that move with the clock; only a verdict is news.
+        if {k: v.status for k, v in fresh.items()} != before:
+            self._publish(Event(EventKind.SESSIONS, text="worker ownership changed"))
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -214,7 +286,7 @@ class WorkerWatch:
         )
         if found is not None and found != self.diagnostics:
             self.diagnostics = found
-            self._publish(Event("warnings"))
+            self._publish(Event(EventKind.WARNINGS))
         return self.diagnostics
 
     async def _diagnostics_loop(self) -> None:
@@ -223,28 +295,7 @@ class WorkerWatch:
             await asyncio.sleep(DIAGNOSTICS_INTERVAL_SECONDS)
 
     def warnings_json(self) -> list[dict[str, Any]]:
-        items = [
-            {
-                "family": d.family.rstrip(":"),
-                "subject": d.subject,
-                "message": d.message,
-                "fix": d.fix,
-                "text": str(d),
-            }
-            for d in self.diagnostics
-        ]
-        for text in self.own_warnings:
-            family, _, message = text.partition(": ")
-            items.append(
-                {
-                    "family": family,
-                    "subject": "mcp-tray",
-                    "message": message,
-                    "fix": "",
-                    "text": text,
-                }
-            )
-        return items
+        return warnings_json(self.diagnostics, self.own_warnings)
 
     async def _to_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run blocking registry work off the loop; a failure is logged, never raised."""

@@ -1,4 +1,4 @@
-"""What the surfaces show of the registry, the heartbeat and the doctor.
+"""What the surfaces show of the registry and the doctor.
 
 Pure functions: records and diagnostics in, JSON-ready rows and text out.
 Call these (and nothing below them) from the surfaces:
@@ -8,10 +8,8 @@ Call these (and nothing below them) from the surfaces:
 - ``mcp-tray doctor [--json]``: ``core.registry.envdiag.doctor(...)`` then
   ``doctor_lines(diags)`` (one line each, with its fix) or
   ``doctor_json(diags)``; exit with ``doctor_exit_code(diags)``.
-- control API / supervisor snapshot: ``worker_rows`` for workers,
-  ``snapshot_warnings(diags)`` for the hard warnings (both families), and
-  ``heartbeat_status_json(core.registry.heartbeat.describe_supervisor(sup))`` for a
-  process's own heartbeat.
+- control API / tray snapshot: ``worker_rows`` and ``warnings_json``
+  (through core.registry.worker_watch, which keeps both fresh).
 
 ``worker_rows`` reads sqlite and may probe pids: call it off the event loop.
 Tested in tests/test_registry.py and tests/test_envdiag.py.
@@ -23,24 +21,8 @@ from datetime import datetime
 from typing import Final
 
 from core.registry.envdiag import Diagnostic, has_hard_warning
-from core.registry.heartbeat import HeartbeatStatus
-from core.registry.store import Liveness, PidProbe, WorkerRecord, WorkerRegistry
-
-#: The columns of ``mcp-tray workers``, in order; ``status`` follows them.
-WORKER_FIELDS: Final = (
-    "worker_identity",
-    "client_name",
-    "session_id",
-    "generation_id",
-    "server",
-    "pid",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_age_seconds",
-    "ttl_seconds",
-    "live",
-    "fencing_epoch",
-)
+from core.registry.records import Liveness, PidProbe, WorkerRecord
+from core.registry.store import WorkerRegistry
 
 STATUS_LIVE: Final = "live"
 STATUS_STALE: Final = "stale"
@@ -61,13 +43,13 @@ def worker_status(record: WorkerRecord, state: Liveness) -> str:
     """
     if state.live:
         return STATUS_LIVE
-    if record.fenced_at is not None and record.fenced_at >= record.last_heartbeat_at:
+    if record.refused_since_renewal:
         return STATUS_FENCED
     return STATUS_STALE
 
 
 def worker_row(record: WorkerRecord, state: Liveness) -> JsonRow:
-    """One row of ``mcp-tray workers --json`` (``WORKER_FIELDS`` + status)."""
+    """One row of ``mcp-tray workers --json``."""
     return {
         "worker_identity": record.worker_identity,
         "client_name": record.client_name,
@@ -152,14 +134,22 @@ def doctor_exit_code(diagnostics: Iterable[Diagnostic]) -> int:
     return DOCTOR_WARNINGS if has_hard_warning(diagnostics) else DOCTOR_OK
 
 
-def snapshot_warnings(diagnostics: Iterable[Diagnostic]) -> tuple[str, ...]:
-    """The hard warnings as the supervisor snapshot carries them (text)."""
-    return tuple(str(d) for d in diagnostics if d.hard)
-
-
-def heartbeat_status_json(status: HeartbeatStatus) -> dict[str, object]:
-    data = asdict(status)
-    if status.last_renewed_at is not None:
-        data["last_renewed_at"] = status.last_renewed_at.isoformat()
-    data["reasons"] = list(status.reasons)
-    return data
+def warnings_json(diagnostics: Iterable[Diagnostic], own: Iterable[str]) -> list[dict[str, str]]:
+    """The Warnings tab and /api/v1/warnings: the doctor's findings, then
+    mcp-tray's own problems (``"family: message"`` text, e.g. an unusable registry)."""
+    items = [
+        {
+            "family": d.family.rstrip(":"),
+            "subject": d.subject,
+            "message": d.message,
+            "fix": d.fix,
+            "text": str(d),
+        }
+        for d in diagnostics
+    ]
+    for text in own:
+        family, _, message = text.partition(": ")
+        items.append(
+            {"family": family, "subject": "mcp-tray", "message": message, "fix": "", "text": text}
+        )
+    return items

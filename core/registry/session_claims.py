@@ -1,0 +1,77 @@
+"""Whether each open client session's worker row still holds it (DESIGN §3.6).
+
+The tray knows its client sessions from the gateway; each names the worker
+row it stands for (a bridge's comes with its requests, a direct HTTP
+session's is the row the tray registered for it). ``assess_sessions``
+asks ``WorkerRegistry.assess_ownership`` about every one and turns the
+verdict into what the Sessions tab shows: ``owned``, ``fenced`` or
+``missing``, with one line of detail. Blocking (sqlite): call it off the
+event loop, as ``WorkerWatch.refresh`` does. Tested in
+tests/test_registry_surfaces.py.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from core.registry.records import BLOCKER_FENCED, OWNED, Ownership
+from core.registry.store import WorkerRegistry
+
+OwnershipStatus = Literal["owned", "fenced", "missing"]
+
+
+class SessionOwnership(NamedTuple):
+    """Whether a client session's worker row still holds it."""
+
+    #: owned: a live, unfenced row holds it; fenced: its row was taken over
+    #: (or went silent right after refusing its holder); missing: no live row.
+    status: OwnershipStatus
+    #: One line: who holds it, or why nobody does.
+    detail: str
+
+
+@dataclass(frozen=True)
+class SessionClaim:
+    """One client session's claim on a worker row, and what can be presented for it."""
+
+    #: The gateway's session id (the key of the answer).
+    session_id: str
+    worker_identity: str
+    #: The registry session and the epoch, known for rows the tray registered
+    #: itself. None for a bridge's row: then the row's own session is used.
+    registry_session: str | None = None
+    fencing_epoch: int | None = None
+
+
+def assess_sessions(
+    registry: WorkerRegistry, claims: Iterable[SessionClaim]
+) -> dict[str, SessionOwnership]:
+    """Session id -> ownership, every claim judged at one registry ``now``."""
+    now = registry.wall_clock()
+    found: dict[str, SessionOwnership] = {}
+    for claim in claims:
+        session_id = claim.registry_session
+        if session_id is None:
+            # A bridge registers under its client's session (MCP_TRAY_CLIENT_SESSION,
+            # or one derived from its parent process), not the gateway's: only
+            # the worker identity links the two.
+            record = registry.get(claim.worker_identity)
+            session_id = claim.session_id if record is None else record.session_id
+        verdict = registry.assess_ownership(
+            session_id,
+            worker_identity=claim.worker_identity,
+            fencing_epoch=claim.fencing_epoch,
+            now=now,
+        )
+        found[claim.session_id] = status_of(verdict)
+    return found
+
+
+def status_of(verdict: Ownership) -> SessionOwnership:
+    """The Sessions tab's words for one ``assess_ownership`` verdict."""
+    if verdict.ownership == OWNED:
+        return SessionOwnership("owned", f"held by live worker {verdict.holder}")
+    detail = "; ".join(verdict.reasons)
+    if verdict.blocker_kind == BLOCKER_FENCED:
+        return SessionOwnership("fenced", detail)
+    return SessionOwnership("missing", detail)
