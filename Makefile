@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
@@ -36,6 +37,12 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/registry.py
+
+# The official MCP conformance suite's server scenarios, direct vs through the
+# gateway (bench/conformance.py). Not part of `test`: it downloads the suite
+# and Node 22 from npm into .conformance/ on first use.
+conformance: $(STAMP)
+	$(BIN)/python bench/conformance.py
 
 # The one-folder desktop bundle dist/mcp-tray/ (PyInstaller), then its smoke
 # test. Not part of `test`: it downloads PyInstaller and takes a minute or two.
