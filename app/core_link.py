@@ -8,7 +8,7 @@ once; stderr lines pass through one by one for the Logs tab.
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.base.snapshot import Event, TraySnapshot
+from core.base.snapshot import AlertKind, Event, EventKind, TraySnapshot
 from core.supervision.supervisor import Supervisor
 
 #: How long events are gathered before views hear of them.
@@ -20,13 +20,13 @@ class CoreLink(QObject):
     changed = Signal(object, object)
     #: (server, line) as the child wrote it to stderr.
     stderr = Signal(str, str)
-    #: (kind, server, text) for notifications: a park, a trip, a refused reload.
-    alert = Signal(str, str, str)
+    #: (AlertKind, server, text) for notifications: a park, a trip, a refused reload.
+    alert = Signal(object, str, str)
 
     def __init__(self, supervisor: Supervisor) -> None:
         super().__init__()
         self.supervisor = supervisor
-        self._kinds: set[str] = set()
+        self._kinds: set[EventKind] = set()
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(COALESCE_MS)
@@ -41,19 +41,13 @@ class CoreLink(QObject):
         return self.supervisor.snapshot()
 
     def _on_event(self, event: Event) -> None:
-        if event.kind == "stderr":
+        if event.kind is EventKind.STDERR:
             self.stderr.emit(event.server or "", event.text or "")
             return
-        if (
-            event.kind == "state"
-            and event.snapshot is not None
-            and event.snapshot.state.value == "parked"
-        ):
-            self.alert.emit("parked", event.server or "", event.snapshot.parked_reason or "")
-        elif event.kind == "sessions" and (event.text or "").startswith("tripped"):
-            self.alert.emit("tripped", event.server or "", event.text or "")
-        elif event.kind == "config" and event.text and not event.text.startswith("reloaded"):
-            self.alert.emit("config", "", event.text)
+        if event.alert is AlertKind.PARKED and event.snapshot is not None:
+            self.alert.emit(event.alert, event.server or "", event.snapshot.parked_reason or "")
+        elif event.alert is not None:
+            self.alert.emit(event.alert, event.server or "", event.text or "")
         self._kinds.add(event.kind)
         if not self._timer.isActive():
             self._timer.start()

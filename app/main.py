@@ -12,10 +12,10 @@ import signal
 import sys
 from typing import Any
 
+from core.base.errors import AlreadyRunning, NotRunning
 from core.cli.control_client import ControlClient
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
-from core.settings.runtime import AlreadyRunning, NotRunning
 
 
 def ask_running_instance_to_raise(paths: Paths) -> int | None:

@@ -8,17 +8,25 @@ and emits ``dataChanged`` for exactly the rows whose text changed.
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from core.base.snapshot import ServerSnapshot
+from core.base.snapshot import (
+    ResourceUsage,
+    ServerSnapshot,
+    SessionSnapshot,
+    WarningSnapshot,
+    WorkerSnapshot,
+)
 from core.registry.identity import client_display_name
 
-Row = dict[str, Any]
+#: A frozen snapshot dataclass (or ``ServerRow``): models read its fields.
+Row = Any
 Index = QModelIndex | QPersistentModelIndex
 
 
@@ -108,7 +116,7 @@ class RowModel(QAbstractTableModel):
         raise NotImplementedError
 
     def text(self, row: Row, column: str) -> str:
-        value = row.get(column)
+        value = getattr(row, column, None)
         return "" if value is None else str(value)
 
     def tooltip(self, row: Row, column: str) -> str | None:
@@ -200,6 +208,14 @@ class RowModel(QAbstractTableModel):
             )
 
 
+@dataclass(frozen=True)
+class ServerRow:
+    """A server as the Servers tab shows it: its snapshot and, while sampled, its usage."""
+
+    server: ServerSnapshot
+    usage: ResourceUsage | None = None
+
+
 class ServersModel(RowModel):
     COLUMNS = (
         ("name", "Server"),
@@ -215,39 +231,40 @@ class ServersModel(RowModel):
     )
     TICKING = frozenset({"uptime"})
 
-    def key(self, row: Row) -> str:
-        return str(row["name"])
+    def key(self, row: ServerRow) -> str:
+        return row.server.name
 
-    def text(self, row: Row, column: str) -> str:
+    def text(self, row: ServerRow, column: str) -> str:
+        server, usage = row.server, row.usage
+        if column == "state":
+            return server.state.value
+        if column == "breaker":
+            return server.breaker.value
         if column == "uptime":
-            started = row.get("started_at")
+            started = server.started_at
             return human_uptime(self._now - started) if started else ""
         if column == "cpu":
-            cpu = row.get("cpu_percent")
+            cpu = usage.cpu_percent if usage else None
             return "" if cpu is None else f"{cpu:.1f}"
         if column == "rss":
-            return human_bytes(row.get("rss_bytes"))
+            return human_bytes(usage.rss_bytes if usage else None)
         if column == "last_error":
-            return str(row.get("parked_reason") or row.get("last_error") or "")
-        return super().text(row, column)
+            return server.parked_reason or server.last_error or ""
+        return super().text(server, column)
 
-    def tooltip(self, row: Row, column: str) -> str | None:
+    def tooltip(self, row: ServerRow, column: str) -> str | None:
+        server = row.server
         if column in ("last_error", "state"):
-            return str(row.get("parked_reason") or row.get("last_error") or row.get("state"))
+            return server.parked_reason or server.last_error or server.state.value
         if column == "name":
-            return str(row.get("command", ""))
+            return server.command
         return None
 
 
 def server_rows(
-    servers: Sequence[ServerSnapshot], resources: dict[str, dict[str, Any]]
-) -> list[Row]:
-    rows = []
-    for server in servers:
-        row = server.to_json()
-        row.update(resources.get(server.name, {}))
-        rows.append(row)
-    return rows
+    servers: Sequence[ServerSnapshot], resources: Mapping[str, ResourceUsage]
+) -> list[ServerRow]:
+    return [ServerRow(server, resources.get(server.name)) for server in servers]
 
 
 class WorkersModel(RowModel):
@@ -262,30 +279,28 @@ class WorkersModel(RowModel):
     )
     TICKING = frozenset({"age", "status"})
 
-    def key(self, row: Row) -> str:
-        return str(row["worker_identity"])
+    def key(self, row: WorkerSnapshot) -> str:
+        return row.worker_identity
 
-    def _age(self, row: Row) -> float | None:
-        stamp = row.get("last_heartbeat_at")
-        if not stamp:
+    def _age(self, row: WorkerSnapshot) -> float | None:
+        if not row.last_heartbeat_at:
             return None
-        return self._now - _epoch(str(stamp))
+        return self._now - _epoch(row.last_heartbeat_at)
 
-    def text(self, row: Row, column: str) -> str:
+    def text(self, row: WorkerSnapshot, column: str) -> str:
         if column == "client_name":
-            return client_display_name(str(row.get("client_name") or ""))
+            return client_display_name(row.client_name)
         if column == "age":
             return human_age(self._age(row))
         if column == "ttl_seconds":
-            return f"{row.get('ttl_seconds', 0):g} s"
+            return f"{row.ttl_seconds:g} s"
         if column == "status":
-            status = str(row.get("status") or ("live" if row.get("live") else "stale"))
-            age, ttl = self._age(row), row.get("ttl_seconds")
+            age = self._age(row)
             # Between registry reads the clock keeps going: a row past its
             # TTL is shown stale now, not at the next refresh.
-            if status == "live" and age is not None and ttl is not None and age > float(ttl):
+            if row.status == "live" and age is not None and age > row.ttl_seconds:
                 return "stale"
-            return status
+            return row.status
         return super().text(row, column)
 
 
@@ -297,14 +312,22 @@ class SessionsModel(RowModel):
         ("consecutive_failures", "Failures"),
         ("breaker", "Breaker"),
         ("kind", "Via"),
+        ("ownership", "Owner"),
         ("id", "Session"),
     )
 
-    def key(self, row: Row) -> str:
-        return str(row["id"])
+    def key(self, row: SessionSnapshot) -> str:
+        return row.id
 
-    def tooltip(self, row: Row, column: str) -> str | None:
-        return str(row.get("last_error") or "") or None
+    def text(self, row: SessionSnapshot, column: str) -> str:
+        if column == "breaker":
+            return "tripped" if row.tripped else "closed"
+        return super().text(row, column)
+
+    def tooltip(self, row: SessionSnapshot, column: str) -> str | None:
+        if column == "ownership":
+            return row.ownership_detail or None
+        return row.last_error or None
 
 
 class WarningsModel(RowModel):
@@ -315,7 +338,5 @@ class WarningsModel(RowModel):
         ("fix", "Fix"),
     )
 
-    def key(self, row: Row) -> str:
-        return str(
-            row.get("text") or f"{row.get('family')}|{row.get('subject')}|{row.get('message')}"
-        )
+    def key(self, row: WarningSnapshot) -> str:
+        return row.text or f"{row.family}|{row.subject}|{row.message}"

@@ -8,7 +8,7 @@ stopped on purpose). Pure: no Qt here, so every combination is a plain test.
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from core.base.snapshot import TraySnapshot
 from core.base.states import ServerState
@@ -36,12 +36,10 @@ class TrayStatus:
 
 def tray_status(snapshot: TraySnapshot) -> TrayStatus:
     servers = snapshot.servers
-    sessions: list[dict[str, Any]] = list(snapshot.extra.get("sessions") or [])
-    workers: list[dict[str, Any]] = list(snapshot.extra.get("workers") or [])
-    warnings: list[dict[str, Any]] = list(snapshot.extra.get("warnings") or [])
+    warnings = snapshot.warnings
 
     parked = [s for s in servers if s.state is ServerState.PARKED]
-    tripped = [s for s in sessions if s.get("breaker") == "tripped"]
+    tripped = [s for s in snapshot.sessions if s.tripped]
     if parked or tripped:
         parts = [f"{s.name} parked" for s in parked]
         if tripped:
@@ -50,7 +48,7 @@ def tray_status(snapshot: TraySnapshot) -> TrayStatus:
 
     busy = [s for s in servers if s.state in (ServerState.STARTING, ServerState.EXITED)]
     degraded = [s for s in servers if s.state is ServerState.DEGRADED]
-    stale = [w for w in workers if w.get("status", "live" if w.get("live") else "stale") != "live"]
+    stale = [w for w in snapshot.workers if w.status != "live"]
     problems: list[str] = []
     if snapshot.config_error:
         problems.append("config edit refused (still running the last good one)")

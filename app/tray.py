@@ -12,13 +12,11 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from app.core_link import CoreLink
 from app.icons import tray_icon
 from app.status import TrayStatus, tray_status
-from core.base.snapshot import TraySnapshot
+from core.base.snapshot import AlertKind, TraySnapshot
 from core.base.states import ServerState
 
 #: At most one notification per server (or per kind) in this many seconds.
 NOTIFY_EVERY_SECONDS: Final = 60.0
-
-Launch = Callable[[Coroutine[Any, Any, Any]], None]
 
 
 class Notifier:
@@ -64,7 +62,7 @@ def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> N
         log = sub.addAction("Open log")
         log.triggered.connect(lambda _=False, path=server.log_path: actions.open_log(path))
     menu.addSeparator()
-    tripped = [s for s in snapshot.extra.get("sessions") or [] if s.get("breaker") == "tripped"]
+    tripped = [s for s in snapshot.sessions if s.tripped]
     reset = menu.addAction(f"Reset tripped sessions ({len(tripped)})")
     reset.setEnabled(bool(tripped))
     reset.triggered.connect(lambda _=False: actions.reset_all())
@@ -148,15 +146,15 @@ class TrayController:
         ):
             self.actions.open_window()
 
-    def _alert(self, kind: str, server: str, text: str) -> None:
-        if not self.notifier.allow(f"{kind}:{server}"):
+    def _alert(self, kind: AlertKind, server: str, text: str) -> None:
+        if not self.notifier.allow(f"{kind.value}:{server}"):
             return
-        if kind == "parked":
+        if kind is AlertKind.PARKED:
             title, body = (
                 f"{server} parked",
                 f"{text}. Respawn it from the mcp-tray menu when fixed.",
             )
-        elif kind == "tripped":
+        elif kind is AlertKind.TRIPPED:
             title, body = (
                 "A client session tripped",
                 "It failed 3 times in a row. Reset it from the mcp-tray window.",

@@ -169,12 +169,10 @@ class MainWindow(QMainWindow):
 
     def refresh(self, snapshot: TraySnapshot, kinds: object = None) -> None:
         now = time.time()
-        self.servers.model.set_rows(
-            server_rows(snapshot.servers, snapshot.extra.get("resources") or {}), now
-        )
-        self.workers.model.set_rows(snapshot.extra.get("workers") or [], now)
-        self.sessions.model.set_rows(snapshot.extra.get("sessions") or [], now)
-        self.warnings.model.set_rows(snapshot.extra.get("warnings") or [], now)
+        self.servers.model.set_rows(server_rows(snapshot.servers, snapshot.resources), now)
+        self.workers.model.set_rows(snapshot.workers, now)
+        self.sessions.model.set_rows(snapshot.sessions, now)
+        self.warnings.model.set_rows(snapshot.warnings, now)
         self.config_error.setVisible(bool(snapshot.config_error))
         self.config_error.setText(
             f"Config edit refused — still running the last good config.\n{snapshot.config_error or ''}"
@@ -189,7 +187,7 @@ class MainWindow(QMainWindow):
                 self.log_server.setCurrentText(current)
             self.log_server.blockSignals(False)
             self._show_log()
-        self.tabs.setTabText(3, f"Warnings ({len(snapshot.extra.get('warnings') or [])})")
+        self.tabs.setTabText(3, f"Warnings ({len(snapshot.warnings)})")
         self._heartbeat_status()
 
     def tick(self) -> None:

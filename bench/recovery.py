@@ -38,7 +38,7 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.base.snapshot import Event
+from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import default_paths
@@ -70,7 +70,7 @@ class Recorder:
 
     def __call__(self, event: Event) -> None:
         now = time.perf_counter()
-        if event.kind != "state" or event.server != SERVER or event.snapshot is None:
+        if event.kind is not EventKind.STATE or event.server != SERVER or event.snapshot is None:
             return
         snap = event.snapshot
         self.seen.setdefault((snap.generation, snap.state), now)

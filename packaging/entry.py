@@ -1,6 +1,6 @@
 """The bundle's entry point: what ``dist/mcp-tray/mcp-tray`` runs.
 
-It is ``core.cli.main.main``, plus one thing only a frozen bundle needs. There
+It is ``app.entry.main`` (core's CLI with the tray), plus one thing only a frozen bundle needs. There
 ``sys.executable`` is this launcher, not a Python interpreter, so a config's
 ``${python}`` resolves to it (see core/config.py). When the first argument is
 an existing ``*.py`` file the launcher therefore runs that script with the
@@ -27,7 +27,7 @@ def main() -> int:
         sys.path.insert(0, str(script.resolve().parent))
         runpy.run_path(str(script), run_name="__main__")
         return 0
-    from core.cli.main import main as cli_main
+    from app.entry import main as cli_main
 
     return cli_main()
 

@@ -1,10 +1,13 @@
 """Shared fixtures: isolated homes, supervisors over real test servers, bounded waits."""
 
 import asyncio
+import contextlib
 import faulthandler
+import inspect
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,8 @@ from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
 from core.supervision.child import StopTiming
-from core.supervision.managed import ManagedServer, Timing
+from core.supervision.run import Timing
+from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 from tests.fakes import FakeClock
 
@@ -83,7 +87,10 @@ async def make_supervisor(tray_home: Paths) -> AsyncIterator[SupervisorFactory]:
 
     yield make
     for supervisor in created:
-        await supervisor.aclose()
+        clock = supervisor.clock
+        # The stop contract's graces run on the supervisor's clock.
+        async with clock.ticking() if isinstance(clock, FakeClock) else contextlib.nullcontext():
+            await supervisor.aclose()
 
 
 @pytest.fixture
@@ -91,16 +98,49 @@ def fake_clock() -> FakeClock:
     return FakeClock()
 
 
+#: How often the polling helpers look again (real time).
+POLL_SECONDS = 0.005
+POLL_SECONDS_SYNC = 0.05
+
+
 async def wait_until(
-    predicate: Callable[[], bool], *, timeout: float = 20.0, what: str = "condition"
-) -> None:
-    """Poll a cheap predicate on the loop with a bounded real-time wait."""
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 20.0,
+    what: str = "condition",
+    between: Callable[[], None] | None = None,
+) -> Any:
+    """The one polling helper: look at a cheap predicate until it holds, within a bounded wait.
+
+    Returns the predicate's truthy value (an async predicate is awaited). ``between`` runs after each miss (a
+    test may move a fake clock there). Use it for outcomes that have no event
+    to await; never to let "enough" time pass.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not predicate():
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.005)
+        if between is not None:
+            between()
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def wait_until_sync(
+    predicate: Callable[[], Any], *, timeout: float = 30.0, what: str = "condition"
+) -> Any:
+    """``wait_until`` for tests without an event loop (the CLI against a subprocess)."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(POLL_SECONDS_SYNC)
+    return value
 
 
 async def wait_state(server: ManagedServer, *states: ServerState, timeout: float = 20.0) -> None:

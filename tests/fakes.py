@@ -5,9 +5,15 @@ sleeps); ``FakeWallClock`` for a ``WallClock`` (registry timestamps).
 """
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+
+#: While ``FakeClock.ticking`` runs, fake seconds that pass per real tick.
+TICK_SECONDS = 0.25
+TICK_REAL_SECONDS = 0.005
 
 
 class FakeClock:
@@ -33,9 +39,35 @@ class FakeClock:
         await future
 
     @property
+    def next_deadline(self) -> float | None:
+        """When the earliest pending sleep ends (cancelled ones excluded)."""
+        pending = [deadline for deadline, _, future in self._sleepers if not future.done()]
+        return min(pending, default=None)
+
+    @property
     def sleepers(self) -> int:
         """How many sleeps are pending (cancelled ones excluded)."""
         return sum(1 for _, _, future in self._sleepers if not future.done())
+
+    @contextlib.asynccontextmanager
+    async def ticking(self) -> AsyncIterator[None]:
+        """Let fake time run on by itself for a while (trio's autojump, coarsely).
+
+        For code a test does not time, such as a teardown that runs the stop
+        contract's graces on this clock.
+        """
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(TICK_REAL_SECONDS)
+                self.advance(TICK_SECONDS)
+
+        ticker = asyncio.ensure_future(tick())
+        try:
+            yield
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
 
     def advance(self, seconds: float) -> None:
         self._now += seconds

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 
 from core.settings.paths import Paths, default_paths
 from core.supervision.sweep import sweep_leftovers
-from tests.conftest import ECHO, GRANDCHILD, python_server
+from tests.conftest import ECHO, GRANDCHILD, python_server, wait_until_sync
 from tests.conftest import process_alive as alive
 
 
@@ -62,15 +61,12 @@ class Headless:
         )
 
     def wait_for(self, predicate: Any, what: str, timeout: float = 30) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def check() -> Any:
             if self.proc.poll() is not None:
                 raise AssertionError(f"mcp-tray exited early: {self.proc.communicate()}")
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
+            return predicate()
+
+        return wait_until_sync(check, what=what, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
         result = cli(self.home, "status", "--json")
@@ -332,7 +328,7 @@ def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: An
     env.pop("MCP_TRAY_HEADLESS", None)
 
     second = subprocess.run(
-        [sys.executable, "-m", "core.cli.main"],
+        [sys.executable, "-m", "app.entry"],
         capture_output=True,
         text=True,
         env=env,

@@ -49,7 +49,7 @@ def test_an_http_snippet_points_at_the_gateway_with_the_token(client: str) -> No
 
 
 def test_claude_desktop_gets_no_http_snippet() -> None:
-    from core.cli.clients import SnippetError
+    from core.base.errors import SnippetError
 
     with pytest.raises(SnippetError, match="--bridge"):
         client_snippet("claude", ["echo"], http_url="http://127.0.0.1:1", token="t")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from core.base.errors import DesktopEntryError
 from core.cli import desktop_entry
 from core.cli.desktop_entry import (
     AUTOSTART_LINE,
@@ -119,7 +120,7 @@ def test_exec_quotes_and_escapes_arguments_per_the_desktop_entry_spec() -> None:
     # Inside quotes `$` is backslash-escaped; then the string-value escape doubles `\`.
     assert exec_value(["/x/$y"]) == '"/x/\\\\$y"'
     assert exec_value(["/x/100%"]) == "/x/100%%"
-    assert exec_value(["/py", "-m", "core.cli.main"]) == "/py -m core.cli.main"
+    assert exec_value(["/py", "-m", "app.entry"]) == "/py -m app.entry"
 
 
 def test_the_launcher_is_the_mcp_tray_script_beside_the_interpreter(
@@ -142,7 +143,7 @@ def test_without_a_script_the_launcher_is_the_one_on_path_else_python_m_core_cli
     onpath = tmp_path / "onpath"
     onpath.mkdir()
     monkeypatch.setenv("PATH", str(onpath))
-    assert launcher_argv() == [str(tmp_path / "python"), "-m", "core.cli.main"]
+    assert launcher_argv() == [str(tmp_path / "python"), "-m", "app.entry"]
     script = onpath / "mcp-tray"
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
@@ -153,7 +154,7 @@ def test_a_missing_template_is_a_clear_error_and_writes_nothing(
     xdg: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(desktop_entry, "TEMPLATE", tmp_path / "nope.desktop.in")
-    with pytest.raises(desktop_entry.DesktopEntryError, match="template is missing"):
+    with pytest.raises(DesktopEntryError, match="template is missing"):
         install()
     assert not any(path.exists() for path in desktop_files().all)
 

@@ -6,7 +6,6 @@ streamable HTTP client, or over stdio to `python -m core.cli.main connect NAME`
 spawned as a subprocess. Only the OS keyring is replaced (tests/fake_keyring).
 """
 
-import asyncio
 from pathlib import Path
 from typing import Any, cast
 
@@ -102,8 +101,13 @@ async def test_list_changed_after_a_respawn_reaches_http_and_bridge_clients(
             service.paths, "echo", session_kwargs={"message_handler": collector("bridge")}
         ) as bridge:
             assert "extra_tool" not in [t.name for t in (await http.list_tools()).tools]
-            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
-            await asyncio.sleep(0.3)  # both GET streams open
+            await wait_until(
+                lambda: (
+                    len(service.gateway.connections) == 2
+                    and all(c.http.streaming for c in service.gateway.connections.values())
+                ),
+                what="two sessions, each with its GET stream open",
+            )
             marker.write_text("1")
             await service.supervisor.respawn("echo")
             await wait_ready(server, generation=2)
@@ -193,20 +197,18 @@ async def test_the_bridge_worker_row_lives_while_it_runs_and_goes_when_it_exits(
         row = rows[0]
         assert row["client_name"] == "cursor" and row["live"] and row["server"] == "echo"
         first_beat = row["last_heartbeat_at"]
-        await wait_until(
-            lambda: _row(service, "sess-1").get("last_heartbeat_at") != first_beat,
-            what="a heartbeat",
-            timeout=10,
-        )
-        await asyncio.sleep(0.01)
-        await service.workers.refresh()  # type: ignore[union-attr]
 
+        async def beat_seen() -> bool:
+            return bool((await _row(service, "sess-1")).get("last_heartbeat_at") != first_beat)
+
+        await wait_until(beat_seen, what="a heartbeat", timeout=10)
+
+    assert await _row(service, "sess-1") == {}
+
+
+async def _row(service: TrayService, session: str) -> dict[str, Any]:
+    """The registry row of a session, freshly read."""
     await service.workers.refresh()  # type: ignore[union-attr]
-    assert _row(service, "sess-1") == {}
-
-
-def _row(service: TrayService, session: str) -> dict[str, Any]:
-    asyncio.get_running_loop().create_task(service.workers.refresh())  # type: ignore[union-attr]
     return next((r for r in service.workers_json() if r["session_id"] == session), {})
 
 

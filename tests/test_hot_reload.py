@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.base.snapshot import EventKind
 from core.base.states import ServerState
 from core.serving.config_watch import ConfigWatcher
 from core.settings.config import load_config
@@ -93,7 +94,7 @@ async def test_an_invalid_edit_keeps_everything_running_and_surfaces_the_error(
     supervisor, watcher = await start(tray_home, document(a=a))
     events: list[str] = []
     supervisor.subscribe(
-        lambda event: events.append(event.text or "") if event.kind == "config" else None
+        lambda event: events.append(event.text or "") if event.kind is EventKind.CONFIG else None
     )
     try:
         server = supervisor.server("a")

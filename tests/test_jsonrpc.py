@@ -17,7 +17,6 @@ def test_the_error_codes_and_handshake_versions_match_the_sdk() -> None:
         "METHOD_NOT_FOUND",
         "INTERNAL_ERROR",
         "REQUEST_TIMEOUT",
-        "CONNECTION_CLOSED",
     ):
         assert getattr(jsonrpc, name) == getattr(mcp_types, name), name
     assert jsonrpc.HANDSHAKE_PROTOCOL_VERSIONS == version.HANDSHAKE_PROTOCOL_VERSIONS

@@ -9,7 +9,7 @@ import pytest
 
 from core.base.errors import BreakerOpen, ExitedMidCall
 from core.base.states import BreakerState
-from core.supervision.managed import ManagedServer
+from core.supervision.server import ManagedServer
 from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready
 from tests.fakes import FakeClock
 

@@ -25,6 +25,7 @@ from tests.conftest import (
     python_server,
     wait_ready,
     wait_until,
+    wait_until_sync,
 )
 from tests.conftest import process_alive as alive
 
@@ -111,7 +112,11 @@ def test_the_sweep_ends_leftovers_of_a_dead_owner_and_spares_a_live_ones() -> No
     leftover = spawn_tagged(dead_owner)
     sibling = spawn_tagged(live_owner)
     try:
-        time.sleep(0.05)  # let exec finish so the tag is readable in /proc
+        # exec must finish before the tag is readable in /proc.
+        wait_until_sync(
+            lambda: leftover.pid in {item.pid for item in find_leftovers(own_owner="x")},
+            what="the leftover's tag in /proc",
+        )
         found = {item.pid for item in find_leftovers(own_owner="someone-else")}
         assert leftover.pid in found
         assert sibling.pid not in found

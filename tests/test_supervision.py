@@ -17,7 +17,7 @@ import pytest
 
 from core.base.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
 from core.base.states import ServerState
-from core.supervision.managed import ManagedServer
+from core.supervision.server import ManagedServer
 from tests.conftest import (
     CRASH_AT_START,
     ECHO,
@@ -42,7 +42,7 @@ async def test_a_healthy_server_becomes_ready_and_answers_a_call(
     server = supervisor.server("echo")
     await wait_ready(server)
     assert server.pid is not None
-    assert "echo" in server.tools
+    assert "echo" in server.catalog.tools
 
     result = await supervisor.call_tool("echo", "echo", {"text": "hello"})
 
@@ -123,7 +123,8 @@ async def test_a_call_without_safety_hints_cut_by_the_childs_death_is_not_replay
     # One respawn was asked for, and the call was never replayed on the new child.
     assert server.respawn_requests == 1
     await wait_ready(server, generation=2)
-    await asyncio.sleep(0.3)
+    # A round trip through the new child: it has read everything sent before.
+    assert text_of(await supervisor.call_tool("echo", "echo", {"text": "after"})) == "after"
     assert not (markers / "slow_write.started").exists()
 
 
@@ -197,7 +198,10 @@ async def test_a_child_that_dies_again_after_the_respawn_fails_the_call_without_
     assert server.respawn_requests == 1
     assert server.generation == 2
     # Nothing more is spawned on behalf of the call: the backoff waits on the clock.
-    await asyncio.sleep(0.3)
+    await wait_until(
+        lambda: server.state is ServerState.EXITED and fake_clock.sleepers >= 1,
+        what="the run loop to wait out its backoff",
+    )
     assert server.generation == 2
 
 
@@ -209,16 +213,17 @@ async def advance_backoffs_until(
     The clock moves only while the server sits in ``exited``, so no run
     looks longer (and so proven) than it really was.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(
-                f"not reached; server is {server.state.value} gen {server.generation}"
-            )
+
+    def end_a_backoff() -> None:
         if server.state is ServerState.EXITED and clock.sleepers:
             clock.advance(server.backoff.cap * 2)
-        await asyncio.sleep(0.005)
+
+    await wait_until(
+        predicate,
+        timeout=30,
+        what=f"the target; server is {server.state.value} gen {server.generation}",
+        between=end_a_backoff,
+    )
 
 
 async def test_a_server_that_exits_at_start_is_parked_after_the_budget_and_stays_down(
@@ -235,7 +240,8 @@ async def test_a_server_that_exits_at_start_is_parked_after_the_budget_and_stays
     assert "exit code 1" in server.parked_reason
     # Parked: nothing more spawns, short of the slow self-probe.
     fake_clock.advance(server.timing.self_probe - 1)
-    await asyncio.sleep(0.3)
+    # The only thing scheduled is the self-probe, a second away on the clock.
+    assert fake_clock.next_deadline == fake_clock.monotonic() + 1
     assert server.generation == 6
     assert server.state is ServerState.PARKED
     with pytest.raises(ServerParked) as caught:

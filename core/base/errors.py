@@ -1,8 +1,27 @@
-"""mcp-tray's exception tree. ``str(error)`` is always the user's text.
+"""mcp-tray's one exception tree. ``str(error)`` is always the user's text.
+
+Every exception mcp-tray raises on purpose derives from ``McpTrayError`` and
+is defined here, so a caller can catch a whole family without importing the
+layer that raises it (httpx keeps its tree in one module the same way).
 
     McpTrayError
     ├── ConfigError                 the config file is unusable (file, line, key, fix)
     ├── UnknownServer               no server of that name is configured
+    ├── UnknownSession              no client session of that id is open
+    ├── InvalidTransition           a state move the table forbids: a bug, never user input
+    ├── SpawnError                  a child could not be started (``permanent`` parks at once)
+    ├── SecretStoreError            the OS keyring cannot be used
+    ├── RegistryFileError           the worker registry file cannot be used as it is
+    ├── InstanceError               the one-instance-per-user rule
+    │   ├── AlreadyRunning          another mcp-tray holds the lock
+    │   └── NotRunning              no mcp-tray to talk to
+    ├── CommandError                a CLI command failed (carries its exit code)
+    │   ├── SnippetError            a client snippet cannot be made
+    │   └── DesktopEntryError       the desktop entry cannot be written
+    ├── PeerError                   the other end of a connection failed us
+    │   ├── RpcError                a JSON-RPC error from either side (code, message, data)
+    │   ├── ConnectionLost          the upstream transport closed under a request
+    │   └── HttpError               the bridge's HTTP hop to the gateway failed
     └── CallError                   a forwarded request produced no result
         ├── Unavailable             refused before anything was sent
         │   ├── ServerStopped       the user stopped the server
@@ -22,24 +41,42 @@ A dead subprocess is never reported as a timeout: only ``CallTimedOut`` says
 """
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from core.base.states import ServerState
 
 __all__ = [
+    "AlreadyRunning",
     "BreakerOpen",
     "CallError",
     "CallTimedOut",
+    "CommandError",
     "ConfigError",
+    "ConnectionLost",
+    "DesktopEntryError",
     "ExitedAgain",
     "ExitedMidCall",
+    "HttpError",
+    "InstanceError",
+    "InvalidTransition",
     "McpTrayError",
+    "NotRunning",
+    "PeerError",
     "ProtocolError",
+    "RegistryFileError",
+    "RpcError",
+    "SecretStoreError",
     "ServerParked",
     "ServerStopped",
     "SessionTripped",
+    "SnippetError",
+    "SpawnError",
     "SubprocessExited",
     "TransportFailure",
     "Unavailable",
     "UnknownServer",
+    "UnknownSession",
     "UpstreamError",
 ]
 
@@ -75,6 +112,125 @@ class UnknownServer(McpTrayError):
         self.name = name
         listed = ", ".join(sorted(known)) or "none are configured"
         super().__init__(f"no server named {name!r} (configured: {listed})")
+
+
+class UnknownSession(McpTrayError):
+    def __init__(self, session_id: str, known: list[str]) -> None:
+        self.session_id = session_id
+        listed = ", ".join(known) or "none are open"
+        super().__init__(f"no client session {session_id!r} (open: {listed})")
+
+
+class InvalidTransition(McpTrayError):
+    """A state change the table does not allow: a bug in mcp-tray, never user input."""
+
+    def __init__(self, server: str, old: "ServerState", new: "ServerState") -> None:
+        super().__init__(
+            f"server {server!r}: {old.value} -> {new.value} is not an allowed transition"
+        )
+        self.server = server
+        self.old = old
+        self.new = new
+
+
+class SpawnError(McpTrayError):
+    """The child could not be started. ``permanent`` errors park at once."""
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+class SecretStoreError(McpTrayError):
+    """The keyring cannot be used; the message says why and what to do."""
+
+
+class RegistryFileError(McpTrayError):
+    """The registry file cannot be used as it is; it was left untouched."""
+
+    def __init__(self, path: Path, problem: str, remedy: str) -> None:
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+        super().__init__(
+            f"worker registry {str(path)!r} {problem}. mcp-tray left it untouched. {remedy}"
+        )
+
+
+class InstanceError(McpTrayError):
+    """The one-instance-per-user rule: someone else holds it, or nobody does."""
+
+
+class AlreadyRunning(InstanceError):
+    def __init__(self, pid: int | None, url: str | None, lock: Path) -> None:
+        self.pid = pid
+        self.url = url
+        where = f" (pid {pid}, {url})" if pid is not None else ""
+        super().__init__(f"mcp-tray is already running for this user{where}; lock: {lock}")
+
+
+class NotRunning(InstanceError):
+    def __init__(self, state_dir: Path, detail: str = "") -> None:
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"mcp-tray is not running{extra}. Start it with: mcp-tray run --headless "
+            f"(or mcp-tray to open the tray). State folder: {state_dir}"
+        )
+
+
+#: Exit codes of the ``mcp-tray`` command (README lists them).
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+
+
+class CommandError(McpTrayError):
+    """A CLI command failed; ``code`` is its exit code (1 failed, 2 usage, 3 not running)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SnippetError(CommandError):
+    """A client snippet cannot be made (unknown client, bad combination)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
+
+
+class DesktopEntryError(CommandError):
+    """The desktop entry cannot be written (its template or icon is missing)."""
+
+
+class PeerError(McpTrayError):
+    """The other end of a connection (a child, a client, the gateway) failed us."""
+
+
+class RpcError(PeerError):
+    """A JSON-RPC error, from either side (``str`` is the peer's message)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConnectionLost(PeerError):
+    """The upstream transport closed while a request was in flight."""
+
+
+class HttpError(PeerError):
+    """The connection failed or the reply was not HTTP/1.1 we understand."""
+
+    def __init__(self, message: str, *, unanswered: bool = False) -> None:
+        super().__init__(message)
+        #: The peer closed without a byte of reply (an idle keep-alive it dropped).
+        self.unanswered = unanswered
 
 
 class CallError(McpTrayError):

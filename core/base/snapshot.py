@@ -2,24 +2,46 @@
 
 Subscribers (the tray, the API, tests) get an ``Event`` on every change and
 read the current ``TraySnapshot`` when they need the whole picture. Nothing
-here is mutable, so a snapshot can cross into Qt or a thread safely.
+here is mutable, so a snapshot can cross into Qt or a thread safely, and
+every field is typed: a view reads fields and enums, never parses text.
 """
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from core.base.states import BreakerState, ServerState
 
-EventKind = Literal[
-    "state",  # a server changed state (snapshot attached)
-    "breaker",  # a server breaker opened, half-opened or closed
-    "stderr",  # a child wrote a stderr line (text attached)
-    "lists",  # a server's tools/resources/prompts lists changed
-    "config",  # the config was (re)loaded, or a reload failed
-    "sessions",  # client sessions opened, closed, failed, tripped or were reset
-    "workers",  # the worker registry changed
-    "warnings",  # diagnostics changed
-]
+
+class EventKind(enum.Enum):
+    #: A server changed state (snapshot attached).
+    STATE = "state"
+    #: A server breaker opened, half-opened or closed (snapshot attached).
+    BREAKER = "breaker"
+    #: A child wrote a stderr line (text attached).
+    STDERR = "stderr"
+    #: A server's tools/resources/prompts lists changed (the kind as text).
+    LISTS = "lists"
+    #: The config was (re)loaded, or a reload was refused.
+    CONFIG = "config"
+    #: Client sessions opened, closed, failed, tripped or were reset.
+    SESSIONS = "sessions"
+    #: The worker registry changed.
+    WORKERS = "workers"
+    #: Diagnostics changed.
+    WARNINGS = "warnings"
+
+
+class AlertKind(enum.Enum):
+    """Events a person should hear about even with the window closed."""
+
+    #: A server was parked: it kept dying, or cannot start at all.
+    PARKED = "parked"
+    #: A client session's breaker tripped.
+    TRIPPED = "tripped"
+    #: A config edit was refused; the last good config keeps running.
+    CONFIG_REFUSED = "config-refused"
 
 
 @dataclass(frozen=True)
@@ -30,7 +52,6 @@ class ServerSnapshot:
     generation: int
     restarts: int
     breaker: BreakerState
-    breaker_failures: int
     last_error: str | None
     parked_reason: str | None
     #: Wall-clock start of the current child (epoch seconds), for uptime.
@@ -59,11 +80,88 @@ class ServerSnapshot:
 
 
 @dataclass(frozen=True)
+class SessionSnapshot:
+    """One client session (a gateway connection or a bridge) and its breaker."""
+
+    id: str
+    server: str
+    #: "http" or "bridge".
+    kind: str
+    #: Normalised client name, and how a person calls that client.
+    client_name: str
+    client: str
+    opened_at: float
+    requests: int
+    consecutive_failures: int
+    tripped: bool
+    last_error: str | None
+    worker_identity: str | None
+    #: Whether a live, unfenced registry row holds the session (DESIGN 3.6):
+    #: "owned", "fenced" or "missing"; None until the registry was read.
+    ownership: str | None = None
+    ownership_detail: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerSnapshot:
+    """One row of the worker registry, as the tray last read it."""
+
+    worker_identity: str
+    client_name: str
+    session_id: str
+    server: str | None
+    pid: int | None
+    #: ISO timestamps, as the registry stores them.
+    started_at: str
+    last_heartbeat_at: str
+    heartbeat_age_seconds: float
+    ttl_seconds: float
+    #: "live", "stale" or "fenced".
+    status: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "WorkerSnapshot":
+        return cls(
+            worker_identity=str(row["worker_identity"]),
+            client_name=str(row.get("client_name") or ""),
+            session_id=str(row.get("session_id") or ""),
+            server=row.get("server"),
+            pid=row.get("pid"),
+            started_at=str(row.get("started_at") or ""),
+            last_heartbeat_at=str(row.get("last_heartbeat_at") or ""),
+            heartbeat_age_seconds=float(row.get("heartbeat_age_seconds") or 0.0),
+            ttl_seconds=float(row.get("ttl_seconds") or 0.0),
+            status=str(row.get("status") or ("live" if row.get("live") else "stale")),
+        )
+
+
+@dataclass(frozen=True)
+class WarningSnapshot:
+    """A diagnostic a person should act on; ``text`` is its one line."""
+
+    family: str
+    subject: str
+    message: str
+    fix: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """CPU and memory of a server's process group (sampled while the window shows)."""
+
+    cpu_percent: float | None
+    rss_bytes: int | None
+
+
+@dataclass(frozen=True)
 class Event:
     kind: EventKind
     server: str | None = None
     snapshot: ServerSnapshot | None = None
     text: str | None = None
+    #: Set when a person should be told (a notification), whatever the kind.
+    alert: AlertKind | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +171,10 @@ class TraySnapshot:
     servers: tuple[ServerSnapshot, ...]
     #: The last config reload error (file, line, key, fix), if the last edit was bad.
     config_error: str | None = None
-    #: Filled by the parts that own them (sessions, registry, diagnostics).
-    extra: dict[str, Any] = field(default_factory=dict)
+    sessions: tuple[SessionSnapshot, ...] = ()
+    workers: tuple[WorkerSnapshot, ...] = ()
+    warnings: tuple[WarningSnapshot, ...] = ()
+    resources: Mapping[str, ResourceUsage] = field(default_factory=dict)
 
     def server(self, name: str) -> ServerSnapshot:
         for snap in self.servers:

@@ -34,7 +34,7 @@ class BreakerState(enum.Enum):
 
 S = ServerState
 
-#: Every allowed move; ``ManagedServer._change_state`` refuses anything else.
+#: Every allowed move; ``ManagedServer.change_state`` refuses anything else.
 ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     # stopped -> starting: the user (or start-up) asked for the server.
     S.STOPPED: frozenset({S.STARTING}),
@@ -70,15 +70,3 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     # parked -> starting: Respawn, a config change, or the slow self-probe.
     S.PARKED: frozenset({S.STARTING, S.STOPPED}),
 }
-
-
-class InvalidTransition(Exception):
-    """A state change the table does not allow: a bug in mcp-tray, never user input."""
-
-    def __init__(self, server: str, old: ServerState, new: ServerState) -> None:
-        super().__init__(
-            f"server {server!r}: {old.value} -> {new.value} is not an allowed transition"
-        )
-        self.server = server
-        self.old = old
-        self.new = new

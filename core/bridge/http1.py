@@ -14,18 +14,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from core.base.errors import HttpError
+
 #: Idle keep-alive connections kept for reuse.
 POOL_SIZE: Final = 8
 MAX_HEADER_BYTES: Final = 64 * 1024
-
-
-class HttpError(Exception):
-    """The connection failed or the reply was not HTTP/1.1 we understand."""
-
-    def __init__(self, message: str, *, unanswered: bool = False) -> None:
-        super().__init__(message)
-        #: The peer closed without a byte of reply (an idle keep-alive it dropped).
-        self.unanswered = unanswered
 
 
 @dataclass

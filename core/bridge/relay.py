@@ -29,24 +29,26 @@ import psutil
 
 from core import __version__
 from core.base.envvars import CLIENT_INSTANCE_ENV, CLIENT_NAME_ENV, CLIENT_SESSION_ENV
-from core.bridge.http1 import HttpError, Pool, Response
-from core.protocol.streamable import PROTOCOL_HEADER, SESSION_HEADER
+from core.base.errors import HttpError, NotRunning, RegistryFileError
+from core.bridge.http1 import Pool, Response
+from core.protocol.headers import CLIENT_HEADER, PROTOCOL_HEADER, SESSION_HEADER, WORKER_HEADER
 from core.registry.heartbeat import WorkerHeartbeatSupervisor, heartbeat_settings
 from core.registry.identity import normalize_client_name, worker_identity
-from core.registry.store import ROLE_BRIDGE, HeartbeatOutcome, RegistryFileError, WorkerRegistry
+from core.registry.records import ROLE_BRIDGE, HeartbeatOutcome
+from core.registry.store import WorkerRegistry
 from core.settings.paths import Paths
-from core.settings.runtime import NotRunning, running_instance
+from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_NOT_RUNNING: Final = 3
-#: Sent on every request so the gateway's session shows the real client
-#: and links to this bridge's worker row.
-CLIENT_HEADER: Final = "x-mcp-tray-client"
-WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: At stdin EOF, how long requests already sent may still deliver answers.
 DRAIN_SECONDS: Final = 2.0
+#: At exit, how long the DELETE that ends the gateway session may take.
+DELETE_SECONDS: Final = 2.0
+#: After the standalone GET stream drops, how long before it is reopened.
+GET_STREAM_RETRY_SECONDS: Final = 1.0
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ class Relay:
         )
         if self.session_id is not None:
             with contextlib.suppress(HttpError, OSError, TimeoutError):
-                async with asyncio.timeout(2):
+                async with asyncio.timeout(DELETE_SECONDS):
                     async with self._pool.request(
                         "DELETE", self.path, self._session_headers()
                     ) as reply:
@@ -276,7 +278,7 @@ class Relay:
                     await self._relay_events(reply)
             except (HttpError, OSError):
                 pass
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
 
 
 def _error(request_id: Any, code: int, message: str) -> bytes:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.base.envvars import CLIENT_NAME_ENV
-from core.base.errors import ConfigError
+from core.base.errors import ConfigError, SnippetError
 from core.cli.desktop_entry import launcher_argv
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
@@ -33,10 +33,6 @@ CLIENT_NAMES: Final = {
 }
 SECRET_KEY_RE: Final = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
-
-
-class SnippetError(Exception):
-    pass
 
 
 def client_snippet(
@@ -276,7 +272,8 @@ def _as_config(name: str, entry: dict[str, Any], path: Path) -> ServerConfig:
 
 
 def run_import(args: argparse.Namespace, paths: Paths) -> int:
-    from core.settings.secrets import SecretStoreError, set_secret
+    from core.base.errors import SecretStoreError
+    from core.settings.secrets import set_secret
 
     source_path = args.path or default_client_path(args.client)
     source = read_client_servers(args.client, source_path)

@@ -8,8 +8,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from core.base.errors import NotRunning
 from core.settings.paths import Paths
-from core.settings.runtime import NotRunning, RuntimeInfo, running_instance
+from core.settings.runtime import RuntimeInfo, running_instance
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class ControlClient:
         info = running_instance(paths)
         token = read_token(paths.token_file)
         if token is None:
-            raise NotRunning(paths, "no API token found in the keyring or the token file")
+            raise NotRunning(paths.state_dir, "no API token found in the keyring or the token file")
         return cls(paths, info, token, timeout)
 
     def request(
@@ -64,7 +65,9 @@ class ControlClient:
             response = connection.getresponse()
             raw = response.read()
         except ConnectionRefusedError:
-            raise NotRunning(self.paths, f"nothing answers on port {self.info.port}") from None
+            raise NotRunning(
+                self.paths.state_dir, f"nothing answers on port {self.info.port}"
+            ) from None
         finally:
             connection.close()
         try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from core.base.errors import McpTrayError
+from core.base.errors import DesktopEntryError
 
 APP_ID: Final = "mcp-tray"
 EXEC_PLACEHOLDER: Final = "@EXEC@"
@@ -38,10 +38,6 @@ ICON: Final = _ROOT / "resources" / "icons" / "mcp-tray.svg"
 _RESERVED: Final = frozenset(" \t\n\"'\\><~|&;$*?#()`")
 #: Characters that must be backslash-escaped inside a quoted Exec argument.
 _ESCAPED_IN_QUOTES: Final = frozenset('"`$\\')
-
-
-class DesktopEntryError(McpTrayError):
-    """The desktop entry cannot be written (its template or icon is missing)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,7 @@ def launcher_argv() -> list[str]:
 
     The ``mcp-tray`` script beside ``sys.executable`` (a venv, or the frozen
     bundle's own launcher), else the one on PATH, else this interpreter with
-    ``-m core.cli.main``.
+    ``-m app.entry``.
     """
     beside = Path(sys.executable).parent / APP_ID
     if beside.is_file() and os.access(beside, os.X_OK):
@@ -94,7 +90,7 @@ def launcher_argv() -> list[str]:
     found = shutil.which(APP_ID)
     if found:
         return [os.path.abspath(found)]
-    return [os.path.abspath(sys.executable), "-m", "core.cli.main"]
+    return [os.path.abspath(sys.executable), "-m", "app.entry"]
 
 
 def quote_exec_arg(arg: str) -> str:

@@ -7,10 +7,10 @@ import asyncio
 import signal
 import sys
 
+from core.base.errors import AlreadyRunning
 from core.serving.service import TrayService
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
-from core.settings.runtime import AlreadyRunning
 
 
 async def serve(config: TrayConfig, paths: Paths) -> int:

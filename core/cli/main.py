@@ -15,20 +15,29 @@ from typing import Any, Final
 
 from core import __version__
 from core.base.envvars import HEADLESS_ENV
-from core.base.errors import ConfigError, McpTrayError
+from core.base.errors import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CommandError,
+    ConfigError,
+    McpTrayError,
+    NotRunning,
+)
+from core.settings.config import TrayConfig
 from core.settings.paths import Paths, default_paths
-from core.settings.runtime import NotRunning
 
 EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 EXIT_NOT_RUNNING: Final = 3
+#: How long a command waits for the running tray's API to answer.
+API_TIMEOUT_SECONDS: Final = 30.0
+#: respawn/stop/start run the stop contract (up to ~5 s) and a fresh start.
+ACTION_TIMEOUT_SECONDS: Final = 60.0
 
 
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
+#: Starts the tray on a config (with the config error to show, if any); its exit code.
+GuiLauncher = Callable[[TrayConfig, Paths, str | None], int]
+#: Imports the GUI on demand: the launcher, or None (printed why) when it cannot start.
+GuiFactory = Callable[[], GuiLauncher | None]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -145,8 +154,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) -> int:
+    """Run one command. ``gui`` supplies the tray for ``run`` without ``--headless``:
+    core never imports app/, so the console script (app/entry.py) passes it in."""
     args = _parser().parse_args(argv)
+    args.gui = gui
     paths = default_paths()
     handler = _HANDLERS.get(args.command or "run")
     assert handler is not None
@@ -155,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.config = None
     try:
         return handler(args, paths)
-    except CliError as exc:
+    except CommandError as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
         return exc.code
     except NotRunning as exc:
@@ -192,7 +204,7 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
 
     path = _config_path(args, paths)
     if not args.headless and not os.environ.get(HEADLESS_ENV):
-        gui = _try_gui()
+        gui = _try_gui(args)
         if gui is not None:
             # A double-clicked tray has no terminal to print a config error
             # to: it starts empty, shows the error, and picks up the fix.
@@ -205,34 +217,31 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     return run_headless(load_config(path), paths)
 
 
-def _try_gui() -> "Callable[[Any, Paths, str | None], int] | None":
-    """The tray, when there is a display and Qt; else None (headless)."""
+def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
+    """The tray, when there is a display and a GUI was wired in; else None (headless)."""
+    factory: GuiFactory | None = getattr(args, "gui", None)
+    if factory is None:
+        return None
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         print(
             "mcp-tray: no display (DISPLAY/WAYLAND_DISPLAY unset): running headless",
             file=sys.stderr,
         )
         return None
-    try:
-        from app.main import run_gui
-    except ImportError as exc:
-        print(f"mcp-tray: the tray cannot start ({exc}): running headless", file=sys.stderr)
-        return None
-    gui: Callable[[Any, Paths, str | None], int] = run_gui
-    return gui
+    return factory()
 
 
 # ----------------------------------------------------------- API commands
 
 
-def _client(paths: Paths, timeout: float = 30.0) -> Any:
+def _client(paths: Paths, timeout: float = API_TIMEOUT_SECONDS) -> Any:
     from core.cli.control_client import ControlClient
 
     return ControlClient.connect(paths, timeout=timeout)
 
 
-def _server_error(reply: Any) -> CliError:
-    return CliError(reply.error, EXIT_FAILED)
+def _server_error(reply: Any) -> CommandError:
+    return CommandError(reply.error, EXIT_FAILED)
 
 
 def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
@@ -283,13 +292,13 @@ def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
     try:
         arguments = json.loads(args.args)
     except ValueError as exc:
-        raise CliError(
+        raise CommandError(
             f'--args is not valid JSON ({exc.args[0]}): pass an object like \'{{"text": "hi"}}\'',
             EXIT_USAGE,
         ) from None
     if not isinstance(arguments, dict):
-        raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'', EXIT_USAGE)
-    client = _client(paths, timeout=args.timeout + 30)
+        raise CommandError('--args must be a JSON object, e.g. \'{"text": "hi"}\'', EXIT_USAGE)
+    client = _client(paths, timeout=args.timeout + API_TIMEOUT_SECONDS)
     reply = client.request(
         "POST",
         f"/api/v1/servers/{args.name}/call",
@@ -310,7 +319,9 @@ def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
 
 def _action(verb: str) -> "Callable[[argparse.Namespace, Paths], int]":
     def run(args: argparse.Namespace, paths: Paths) -> int:
-        reply = _client(paths, timeout=60).request("POST", f"/api/v1/servers/{args.name}/{verb}")
+        reply = _client(paths, timeout=ACTION_TIMEOUT_SECONDS).request(
+            "POST", f"/api/v1/servers/{args.name}/{verb}"
+        )
         if not reply.ok:
             raise _server_error(reply)
         server = reply.body["server"]
@@ -325,7 +336,7 @@ def cmd_logs(args: argparse.Namespace, paths: Paths) -> int:
 
     path = paths.server_log(args.name)
     if not path.exists():
-        raise CliError(f"no log for server {args.name!r} yet (looked for {path})")
+        raise CommandError(f"no log for server {args.name!r} yet (looked for {path})")
     for line in tail(path, args.n):
         print(line)
     return EXIT_OK
@@ -335,7 +346,8 @@ def cmd_logs(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
-    from core.registry.store import RegistryFileError, WorkerRegistry
+    from core.base.errors import RegistryFileError
+    from core.registry.store import WorkerRegistry
     from core.registry.workers_view import format_workers_table, worker_rows
 
     rows: list[Any] = []
@@ -344,7 +356,7 @@ def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
             with WorkerRegistry(paths.registry_file) as registry:
                 rows = list(worker_rows(registry))
         except RegistryFileError as exc:
-            raise CliError(str(exc)) from None
+            raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps(rows, indent=2))
     elif rows:
@@ -355,8 +367,9 @@ def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
+    from core.base.errors import RegistryFileError
     from core.registry.envdiag import doctor
-    from core.registry.store import RegistryFileError, WorkerRegistry
+    from core.registry.store import WorkerRegistry
     from core.registry.workers_view import doctor_exit_code, doctor_json, doctor_lines
 
     servers_env: dict[str, dict[str, str]] = {}
@@ -371,7 +384,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         try:
             registry = WorkerRegistry(paths.registry_file)
         except RegistryFileError as exc:
-            raise CliError(str(exc)) from None
+            raise CommandError(str(exc)) from None
     try:
         diagnostics = doctor(os.environ, registry, __version__, servers_env=servers_env)
     finally:
@@ -396,7 +409,7 @@ def cmd_token(args: argparse.Namespace, paths: Paths) -> int:
 
     token = read_token(paths.token_file)
     if token is None:
-        raise CliError("no API token yet: start mcp-tray once to create it", EXIT_NOT_RUNNING)
+        raise CommandError("no API token yet: start mcp-tray once to create it", EXIT_NOT_RUNNING)
     print(token)
     return EXIT_OK
 
@@ -444,7 +457,8 @@ def cmd_reset(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
-    from core.settings.secrets import SecretStoreError, delete_secret, set_secret
+    from core.base.errors import SecretStoreError
+    from core.settings.secrets import delete_secret, set_secret
 
     try:
         if args.secret_command == "set":
@@ -455,18 +469,18 @@ def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
 
                 value = getpass.getpass(f"value for {args.name} (not echoed): ")
             if not value:
-                raise CliError("an empty secret was not stored", EXIT_USAGE)
+                raise CommandError("an empty secret was not stored", EXIT_USAGE)
             set_secret(args.name, value)
             print(
                 f'stored {args.name!r} in the keyring; use it as "${{keyring:{args.name}}}" in a server\'s env'
             )
             return EXIT_OK
         if not delete_secret(args.name):
-            raise CliError(f"no secret named {args.name!r} in the keyring")
+            raise CommandError(f"no secret named {args.name!r} in the keyring")
         print(f"removed {args.name!r} from the keyring")
         return EXIT_OK
     except SecretStoreError as exc:
-        raise CliError(str(exc)) from None
+        raise CommandError(str(exc)) from None
 
 
 def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
@@ -479,7 +493,7 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
     names = args.server or [s.name for s in config.enabled]
     unknown = [n for n in names if n not in config.servers]
     if unknown:
-        raise CliError(f"not in {config_path}: {', '.join(unknown)}", EXIT_USAGE)
+        raise CommandError(f"not in {config_path}: {', '.join(unknown)}", EXIT_USAGE)
     url = None
     token = None
     if args.http:
@@ -488,12 +502,7 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
 
         url = running_instance(paths).url
         token = read_token(paths.token_file)
-    from core.cli.clients import SnippetError
-
-    try:
-        snippet = client_snippet(args.client, names, http_url=url, token=token)
-    except SnippetError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+    snippet = client_snippet(args.client, names, http_url=url, token=token)
     print(json.dumps(snippet, indent=2))
     if args.http:
         print("mcp-tray: the snippet holds the API token; keep that file private", file=sys.stderr)
@@ -519,7 +528,7 @@ def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
             return EXIT_OK
         result = install(autostart=args.autostart)
     except OSError as exc:
-        raise CliError(f"cannot write the desktop entry: {exc}") from None
+        raise CommandError(f"cannot write the desktop entry: {exc}") from None
     for path in result.written:
         print(f"wrote {path}")
     return EXIT_OK

@@ -12,30 +12,18 @@ import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final, Protocol
 
+from core.base.errors import RpcError
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INTERNAL_ERROR: Final = -32603
-#: MCP's own codes for a request that ran out of time / a closed connection.
+#: MCP's own code for a request that ran out of time.
 REQUEST_TIMEOUT: Final = -32001
-CONNECTION_CLOSED: Final = -32000
 
 #: Revisions reachable through the initialize handshake, oldest first.
 HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
-
-
-class RpcError(Exception):
-    """A JSON-RPC error, from either side (``str`` is the peer's message)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class ProgressFn(Protocol):

@@ -29,12 +29,13 @@ from typing import Any, Final, Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 
+from core.base.errors import RpcError
+from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
-    RpcError,
     dumps,
     error_message,
     settle,
@@ -42,10 +43,10 @@ from core.protocol.jsonrpc import (
 
 logger = logging.getLogger(__name__)
 
-SESSION_HEADER: Final = "mcp-session-id"
-PROTOCOL_HEADER: Final = "mcp-protocol-version"
 #: A session with nothing in flight and no open stream for this long ends.
 SESSION_IDLE_TIMEOUT_SECONDS: Final = 30 * 60
+#: How often idle sessions are looked for.
+SESSION_REAP_INTERVAL_SECONDS: Final = 60.0
 #: Comment lines on idle SSE streams, so dead connections are noticed.
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 #: How long a server->client request waits for the client's answer.
@@ -149,6 +150,11 @@ class HttpSession:
         self.last_active = time.monotonic()
         self.closed = False
 
+    @property
+    def streaming(self) -> bool:
+        """The client holds the standalone GET stream open."""
+        return self._stream is not None
+
     def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """A notification not tied to a request: the GET stream, if the client opened one."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -226,7 +232,7 @@ class StreamableHttp:
 
     async def _reap_idle(self) -> None:
         while True:
-            await asyncio.sleep(60)
+            await asyncio.sleep(SESSION_REAP_INTERVAL_SECONDS)
             now = time.monotonic()
             for session in list(self.sessions.values()):
                 idle = not session.in_flight and session._stream is None

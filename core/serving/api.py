@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.base.errors import CallError, McpTrayError, UnknownServer
-from core.serving.sessions import SessionTable, UnknownSession
+from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.serving.sessions import SessionTable
 from core.supervision.supervisor import Supervisor
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
@@ -107,6 +107,8 @@ class ControlTarget(Protocol):
 
     def status_extra(self) -> dict[str, Any]: ...
 
+    def sessions_json(self) -> list[dict[str, Any]]: ...
+
     def workers_json(self) -> list[dict[str, Any]]: ...
 
     def warnings_json(self) -> list[dict[str, Any]]: ...
@@ -181,7 +183,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         return JSONResponse({"lines": tail[-lines:] if lines > 0 else []})
 
     async def sessions(request: Request) -> Response:
-        return JSONResponse({"sessions": target.sessions.to_json()})
+        return JSONResponse({"sessions": target.sessions_json()})
 
     async def reset(request: Request) -> Response:
         session_id = request.path_params["session"]

@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 #: Quiet time after the last file event before the config is read.
 DEBOUNCE_SECONDS: Final = 0.3
+#: At shutdown, how long watchdog's observer thread gets to stop.
+OBSERVER_JOIN_SECONDS: Final = 5.0
 
 
 class _Handler(FileSystemEventHandler):
@@ -74,7 +76,7 @@ class ConfigWatcher:
         observer = self._observer
         if observer is not None:
             observer.stop()
-            await asyncio.to_thread(observer.join, 5)
+            await asyncio.to_thread(observer.join, OBSERVER_JOIN_SECONDS)
             self._observer = None
         if self._reloading is not None:
             await asyncio.gather(self._reloading, return_exceptions=True)

@@ -23,17 +23,17 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core import __version__
-from core.base.errors import CallError, SessionTripped, UnknownServer, UpstreamError
+from core.base.errors import CallError, RpcError, SessionTripped, UnknownServer, UpstreamError
 from core.base.states import ServerState
-from core.bridge.relay import CLIENT_HEADER, WORKER_HEADER
-from core.protocol.jsonrpc import INTERNAL_ERROR, RpcError
+from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
+from core.protocol.jsonrpc import INTERNAL_ERROR
 from core.protocol.streamable import (
     HttpSession,
     RequestContext,
     StreamableHttp,
 )
 from core.serving.sessions import ClientSession, SessionTable
-from core.supervision.managed import ManagedServer
+from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class Gateway:
             self._on_open(connection.session)
         if connection.shared.name not in self._listening:
             self._listening.add(connection.shared.name)
-            connection.shared.notification_listeners.append(self._fan_out)
+            connection.shared.routing.listeners.append(self._fan_out)
 
     def closed(self, connection: "GatewayConnection") -> None:
         if self.connections.pop(connection.session.id, None) is None:
@@ -187,7 +187,7 @@ class GatewayConnection:
                 raise RuntimeError("per-session sharing needs a private server factory")
             self._private = factory(self.shared, self.session.id)
             self._private.start()
-            self._private.notification_listeners.append(self._private_notification)
+            self._private.routing.listeners.append(self._private_notification)
         return self._private
 
     def _release(self) -> None:
@@ -219,9 +219,10 @@ class GatewayConnection:
             return {}
         if method in LIST_METHODS and not (params or {}).get("cursor"):
             server = self.server
-            if server.lists_known:
+            if server.catalog.known:
                 self.session.requests += 1
-                return {LIST_METHODS[method]: list(server.lists.get(LIST_METHODS[method], []))}
+                items = server.catalog.lists.get(LIST_METHODS[method], [])
+                return {LIST_METHODS[method]: list(items)}
         return await self._forward(ctx, method, params)
 
     async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,27 +234,28 @@ class GatewayConnection:
         ):
             self.session.client_name = info["name"]
         server = self.shared
-        if not server.lists_known and server.state is ServerState.STARTING:
+        catalog = server.catalog
+        if not catalog.known and server.state is ServerState.STARTING:
             # First start under way: a short wait gives the client the real
             # capabilities instead of the tools-only defaults.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first_start(server), FIRST_START_WAIT_SECONDS)
         capabilities = (
-            dict(server.capabilities) if server.capabilities else dict(DEFAULT_CAPABILITIES)
+            dict(catalog.capabilities) if catalog.capabilities else dict(DEFAULT_CAPABILITIES)
         )
         for kind in ("tools", "resources", "prompts"):
             if kind in capabilities:
                 # mcp-tray tells clients when a respawned server's lists change.
                 capabilities[kind] = {**(capabilities[kind] or {}), "listChanged": True}
-        server_info = dict(server.server_info) or {"name": server.name, "version": "unknown"}
+        server_info = dict(catalog.server_info) or {"name": server.name, "version": "unknown"}
         server_info.setdefault("title", f"{server.name} (via mcp-tray {__version__})")
         result: dict[str, Any] = {
             "protocolVersion": self.http.protocol_version,
             "capabilities": capabilities,
             "serverInfo": server_info,
         }
-        if server.instructions:
-            result["instructions"] = server.instructions
+        if catalog.instructions:
+            result["instructions"] = catalog.instructions
         if self.session.id not in self.gateway.connections:
             self.gateway.opened(self)
             # The client name is known now: normalise it through the session table.
@@ -289,5 +291,5 @@ class GatewayConnection:
 
 
 async def _first_start(server: ManagedServer) -> None:
-    while not server.lists_known and server.state is ServerState.STARTING:
+    while not server.catalog.known and server.state is ServerState.STARTING:
         await server.changed().wait()

@@ -13,21 +13,14 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 import psutil
 
-from core.base.snapshot import Event
+from core.base.snapshot import Event, ResourceUsage
 
 #: How often the figures refresh; the UI shows them, nothing decides on them.
 SAMPLE_INTERVAL_SECONDS: Final = 5.0
-
-
-@dataclass(frozen=True)
-class Usage:
-    cpu_percent: float
-    rss_bytes: int
 
 
 class ProcessStats:
@@ -41,7 +34,7 @@ class ProcessStats:
         self._pids = pids
         self._publish = publish
         self.interval = interval
-        self.usage: dict[str, Usage] = {}
+        self.usage: dict[str, ResourceUsage] = {}
         self._procs: dict[int, psutil.Process] = {}
         self._task: asyncio.Task[None] | None = None
         #: Sampling happens only while this is set (the window shows it).
@@ -72,9 +65,9 @@ class ProcessStats:
             self.usage = await asyncio.to_thread(self.sample, pids)
             await asyncio.sleep(self.interval)
 
-    def sample(self, pids: dict[str, int]) -> dict[str, Usage]:
+    def sample(self, pids: dict[str, int]) -> dict[str, ResourceUsage]:
         """One reading per server. Blocking."""
-        usage: dict[str, Usage] = {}
+        usage: dict[str, ResourceUsage] = {}
         alive: set[int] = set()
         for name, pid in pids.items():
             cpu, rss = 0.0, 0
@@ -87,7 +80,7 @@ class ProcessStats:
                 except psutil.Error:
                     continue
             if pid in alive:
-                usage[name] = Usage(round(cpu, 1), rss)
+                usage[name] = ResourceUsage(round(cpu, 1), rss)
         self._procs = {pid: proc for pid, proc in self._procs.items() if pid in alive}
         return usage
 

@@ -12,11 +12,12 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 from starlette.routing import Route
 
+from core.base.snapshot import WarningSnapshot, WorkerSnapshot
 from core.registry.worker_watch import WorkerWatch
 from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
@@ -28,13 +29,18 @@ from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import Instance, RuntimeInfo
 from core.settings.secrets import load_or_create_token, resolve_env
-from core.supervision.managed import ManagedServer, Timing
-from core.supervision.supervisor import Supervisor
+from core.supervision.run import Timing
+from core.supervision.server import ManagedServer
+from core.supervision.supervisor import Supervisor, Views
 
 logger = logging.getLogger(__name__)
 
 #: How long an idle HTTP connection stays open (uvicorn's default is 5 s).
-KEEP_ALIVE_SECONDS = 75
+KEEP_ALIVE_SECONDS: Final = 75
+#: While uvicorn starts, how often to look whether it listens.
+HTTP_START_CHECK_SECONDS: Final = 0.005
+#: At shutdown, how long the HTTP server gets to close its connections.
+HTTP_STOP_SECONDS: Final = 5.0
 
 
 class TrayService:
@@ -64,28 +70,29 @@ class TrayService:
         self._metrics = Metrics(
             self.supervisor.snapshot,
             lambda: {s.name: (s.calls, s.failures) for s in self.supervisor.all_servers()},
-            self.sessions.to_json,
+            self.sessions_json,
             self.workers_json,
         )
         self.supervisor.on_call_done = self._metrics.observe
-        self.supervisor.snapshot_extras.update(
-            sessions=self.sessions.to_json,
-            workers=self.workers_json,
-            warnings=self.warnings_json,
-        )
         self.stats = ProcessStats(
             lambda: {s.name: s.pid for s in self.supervisor.all_servers() if s.pid is not None}
         )
-        self.supervisor.snapshot_extras["resources"] = lambda: {
-            name: {"cpu_percent": usage.cpu_percent, "rss_bytes": usage.rss_bytes}
-            for name, usage in self.stats.usage.items()
-        }
+        self.supervisor.views = Views(
+            sessions=lambda: self.sessions.snapshots(
+                self.workers.session_ownership if self.workers else None
+            ),
+            workers=lambda: tuple(WorkerSnapshot.from_row(row) for row in self.workers_json()),
+            warnings=lambda: tuple(
+                WarningSnapshot(**{k: str(v) for k, v in row.items()})
+                for row in self.warnings_json()
+            ),
+            resources=lambda: dict(self.stats.usage),
+        )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
         self.on_raise: Callable[[], None] | None = None
         self.info: RuntimeInfo | None = None
         self.token = ""
-        self._token_warning: str | None = None
         self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None
 
@@ -99,7 +106,6 @@ class TrayService:
         try:
             token = await asyncio.to_thread(load_or_create_token, self.paths.token_file)
             self.token = token.value
-            self._token_warning = token.warning
             self.workers = await asyncio.to_thread(
                 WorkerWatch.open,
                 self.paths.registry_file,
@@ -125,9 +131,12 @@ class TrayService:
     def status_extra(self) -> dict[str, Any]:
         return {
             "gateway": {"url": self.url},
-            "sessions": self.sessions.to_json(),
+            "sessions": self.sessions_json(),
             "workers": self.workers_json(),
         }
+
+    def sessions_json(self) -> list[dict[str, Any]]:
+        return self.sessions.to_json(self.workers.session_ownership if self.workers else None)
 
     def workers_json(self) -> list[dict[str, Any]]:
         return [dict(row) for row in self.workers.rows] if self.workers else []
@@ -180,13 +189,13 @@ class TrayService:
             if self._serve_task.done():
                 self._serve_task.result()
                 raise RuntimeError("the local HTTP server stopped during start-up")
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(HTTP_START_CHECK_SECONDS)
 
     async def aclose(self) -> None:
         if self._server is not None and self._serve_task is not None:
             self._server.stop()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._serve_task, 5)
+                await asyncio.wait_for(self._serve_task, HTTP_STOP_SECONDS)
             self._server = None
         await self.watcher.aclose()
         await self.stats.aclose()

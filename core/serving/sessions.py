@@ -10,13 +10,21 @@ nothing is spawned or sent for it until the user resets it.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from core.base.errors import BreakerOpen, CallError, ServerParked, SessionTripped, TransportFailure
-from core.base.snapshot import Event
+from core.base.errors import (
+    BreakerOpen,
+    CallError,
+    ServerParked,
+    SessionTripped,
+    TransportFailure,
+    UnknownSession,
+)
+from core.base.snapshot import AlertKind, Event, EventKind, SessionSnapshot
 from core.registry.identity import client_display_name, normalize_client_name
+from core.registry.session_claims import SessionOwnership
 from core.supervision.breakers import SessionBreaker
 
 SessionKind = Literal["http", "bridge"]
@@ -50,27 +58,25 @@ class ClientSession:
         if self.breaker.tripped:
             raise SessionTripped(self.server, self.id, self.breaker.consecutive_failures)
 
+    def snapshot(self, ownership: SessionOwnership | None = None) -> SessionSnapshot:
+        return SessionSnapshot(
+            id=self.id,
+            server=self.server,
+            kind=self.kind,
+            client_name=self.client_name,
+            client=client_display_name(self.client_name),
+            opened_at=self.opened_at,
+            requests=self.requests,
+            consecutive_failures=self.breaker.consecutive_failures,
+            tripped=self.breaker.tripped,
+            last_error=self.last_error,
+            worker_identity=self.worker_identity,
+            ownership=ownership.status if ownership else None,
+            ownership_detail=ownership.detail if ownership else "",
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "client_name": self.client_name,
-            "client": client_display_name(self.client_name),
-            "server": self.server,
-            "kind": self.kind,
-            "opened_at": self.opened_at,
-            "requests": self.requests,
-            "consecutive_failures": self.breaker.consecutive_failures,
-            "breaker": "tripped" if self.breaker.tripped else "closed",
-            "last_error": self.last_error,
-            "worker_identity": self.worker_identity,
-        }
-
-
-class UnknownSession(Exception):
-    def __init__(self, session_id: str, known: list[str]) -> None:
-        self.session_id = session_id
-        listed = ", ".join(known) or "none are open"
-        super().__init__(f"no client session {session_id!r} (open: {listed})")
+        return session_json(self.snapshot())
 
 
 class SessionTable:
@@ -122,7 +128,14 @@ class SessionTable:
             return
         if session.breaker.failure():
             self._release(session)
-            self._publish(Event("sessions", session.server, text=f"tripped {session.id}"))
+            self._publish(
+                Event(
+                    EventKind.SESSIONS,
+                    session.server,
+                    text=f"tripped {session.id}",
+                    alert=AlertKind.TRIPPED,
+                )
+            )
         else:
             self._changed(f"{session.id} failed")
 
@@ -130,7 +143,7 @@ class SessionTable:
         session = self.get(session_id)
         session.breaker.reset()
         session.last_error = None
-        self._publish(Event("sessions", session.server, text=f"reset {session_id}"))
+        self._publish(Event(EventKind.SESSIONS, session.server, text=f"reset {session_id}"))
         return session
 
     def reset_all(self) -> list[str]:
@@ -139,12 +152,41 @@ class SessionTable:
             self.reset(session_id)
         return tripped
 
-    def to_json(self) -> list[dict[str, Any]]:
-        return [session.to_json() for session in self._sessions.values()]
+    def to_json(
+        self, ownership: Mapping[str, SessionOwnership] | None = None
+    ) -> list[dict[str, Any]]:
+        return [session_json(snapshot) for snapshot in self.snapshots(ownership)]
+
+    def snapshots(
+        self, ownership: Mapping[str, SessionOwnership] | None = None
+    ) -> tuple[SessionSnapshot, ...]:
+        claims = ownership or {}
+        return tuple(
+            session.snapshot(claims.get(session.id)) for session in self._sessions.values()
+        )
 
     def _release(self, session: ClientSession) -> None:
         if session.release is not None:
             session.release()
 
     def _changed(self, text: str) -> None:
-        self._publish(Event("sessions", text=text))
+        self._publish(Event(EventKind.SESSIONS, text=text))
+
+
+def session_json(session: SessionSnapshot) -> dict[str, Any]:
+    """A session as the API and ``mcp-tray sessions --json`` show it."""
+    return {
+        "id": session.id,
+        "client_name": session.client_name,
+        "client": session.client,
+        "server": session.server,
+        "kind": session.kind,
+        "opened_at": session.opened_at,
+        "requests": session.requests,
+        "consecutive_failures": session.consecutive_failures,
+        "breaker": "tripped" if session.tripped else "closed",
+        "last_error": session.last_error,
+        "worker_identity": session.worker_identity,
+        "ownership": session.ownership,
+        "ownership_detail": session.ownership_detail,
+    }

@@ -17,24 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from core import __version__
-from core.base.errors import McpTrayError
+from core.base.errors import AlreadyRunning, NotRunning
 from core.settings.paths import Paths
-
-
-class AlreadyRunning(McpTrayError):
-    def __init__(self, info: "RuntimeInfo | None", lock: Path) -> None:
-        self.info = info
-        where = f" (pid {info.pid}, {info.url})" if info else ""
-        super().__init__(f"mcp-tray is already running for this user{where}; lock: {lock}")
-
-
-class NotRunning(McpTrayError):
-    def __init__(self, paths: Paths, detail: str = "") -> None:
-        extra = f" ({detail})" if detail else ""
-        super().__init__(
-            f"mcp-tray is not running{extra}. Start it with: mcp-tray run --headless "
-            f"(or mcp-tray to open the tray). State folder: {paths.state_dir}"
-        )
 
 
 @dataclass(frozen=True)
@@ -73,7 +57,10 @@ class Instance:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
-            raise AlreadyRunning(_read_info(paths), paths.lock_file) from None
+            info = _read_info(paths)
+            raise AlreadyRunning(
+                info.pid if info else None, info.url if info else None, paths.lock_file
+            ) from None
         return cls(paths, handle)
 
     def publish(self, port: int, owner: str) -> RuntimeInfo:
@@ -108,9 +95,9 @@ def running_instance(paths: Paths) -> RuntimeInfo:
     """Where the running instance listens; ``NotRunning`` when there is none."""
     info = _read_info(paths)
     if info is None:
-        raise NotRunning(paths)
+        raise NotRunning(paths.state_dir)
     if not _lock_held(paths.lock_file):
-        raise NotRunning(paths, f"stale runtime file from pid {info.pid}")
+        raise NotRunning(paths.state_dir, f"stale runtime file from pid {info.pid}")
     return info
 
 

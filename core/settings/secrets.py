@@ -16,20 +16,16 @@ from typing import Final
 import keyring
 import keyring.errors
 
+from core.base.errors import SecretStoreError, SpawnError
 from core.settings.config import KEYRING_REF_RE, ServerConfig
 from core.settings.runtime import load_or_create_file_token as _file_token
 from core.settings.runtime import new_token
-from core.supervision.child import SpawnError
 
 #: The keyring "service" every mcp-tray secret is filed under.
 KEYRING_SERVICE: Final = "mcp-tray"
 #: The keyring entry holding the local API bearer token.
 TOKEN_ENTRY: Final = "api-token"
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
-
-
-class SecretStoreError(Exception):
-    """The keyring cannot be used; the message says why and what to do."""
 
 
 def check_name(name: str) -> str:
@@ -102,8 +98,6 @@ def resolve_env(config: ServerConfig) -> dict[str, str]:
 @dataclass(frozen=True)
 class Token:
     value: str
-    #: Where it is kept: "keyring" or the file path.
-    stored_in: str
     #: Set when the keyring could not be used (shown in the Warnings tab and doctor).
     warning: str | None = None
 
@@ -118,12 +112,11 @@ def load_or_create_token(token_file: Path) -> Token:
         # The keyring holds it now: a file copy would only leak it.
         with contextlib.suppress(FileNotFoundError):
             token_file.unlink()
-        return Token(value, "keyring")
+        return Token(value)
     except keyring.errors.KeyringError as exc:
         value = _file_token(token_file)
         return Token(
             value,
-            str(token_file),
             f"token-storage: no usable OS keyring ({type(exc).__name__}); the API token is in {token_file} "
             "(mode 0600). Fix: run a Secret Service (GNOME Keyring, KWallet) so mcp-tray can keep it in the keyring.",
         )

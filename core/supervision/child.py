@@ -25,13 +25,15 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import psutil
 
+from core.base.clock import SYSTEM_CLOCK, Clock, wait_within
 from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV
+from core.base.errors import SpawnError
 
 #: Grace period for the server to exit on its own after its stdin closes.
 STDIN_CLOSE_GRACE_SECONDS: Final = 2.0
@@ -52,15 +54,6 @@ class StopTiming:
     stdin_close_grace: float = STDIN_CLOSE_GRACE_SECONDS
     sigterm_grace: float = SIGTERM_GRACE_SECONDS
     sigkill_settle: float = SIGKILL_SETTLE_SECONDS
-
-
-class SpawnError(Exception):
-    """The child could not be started. ``permanent`` errors park at once."""
-
-    def __init__(self, reason: str, *, permanent: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.permanent = permanent
 
 
 def describe_returncode(returncode: int | None) -> str:
@@ -110,6 +103,14 @@ def resolve_command(command: str, env: Mapping[str, str], cwd: str | None) -> st
     return found
 
 
+class Spawner(Protocol):
+    """The spawn seam: ``ChildProcess.spawn`` by default; tests may wrap or replace it."""
+
+    def __call__(
+        self, command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str | None
+    ) -> Awaitable["ChildProcess"]: ...
+
+
 class ChildProcess:
     """A spawned child: its pipes, its process group, and its exit."""
 
@@ -134,7 +135,7 @@ class ChildProcess:
     async def spawn(
         cls,
         command: str,
-        args: tuple[str, ...] | list[str],
+        args: Sequence[str],
         *,
         env: Mapping[str, str],
         cwd: str | None,
@@ -230,31 +231,33 @@ class ChildProcess:
         if self._stdin is not None and not self._stdin.is_closing():
             self._stdin.close()
 
-    async def stop(self, timing: StopTiming, log: Callable[[str], None]) -> None:
+    async def stop(
+        self, timing: StopTiming, log: Callable[[str], None], clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         """Run the stop contract (module docstring): stdin EOF, TERM, KILL, verify."""
         self.close_stdin()
         if not self.exited.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.exited), timing.stdin_close_grace)
-        await self.end_group(timing, log)
+            await wait_within(clock, asyncio.shield(self.exited), timing.stdin_close_grace)
+        await self.end_group(timing, log, clock)
 
-    async def end_group(self, timing: StopTiming, log: Callable[[str], None]) -> None:
+    async def end_group(
+        self, timing: StopTiming, log: Callable[[str], None], clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         """Stop whatever of the group is left (the leader may already be gone)."""
         if await self._group_alive():
             self._signal_group(signal.SIGTERM)
-            if not await self._wait_group_empty(timing.sigterm_grace):
+            if not await self._wait_group_empty(timing.sigterm_grace, clock):
                 log(
                     f"pgid {self.pgid} still alive {timing.sigterm_grace:g} s after SIGTERM; sending SIGKILL"
                 )
                 self._signal_group(signal.SIGKILL)
-                await self._wait_group_empty(timing.sigkill_settle)
+                await self._wait_group_empty(timing.sigkill_settle, clock)
         survivors = await asyncio.to_thread(group_members, self.pgid)
         if survivors:
             listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in survivors)
             log(f"LEFTOVER: processes of pgid {self.pgid} survived SIGKILL: {listed}")
         if not self.exited.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.exited), timing.sigkill_settle)
+            await wait_within(clock, asyncio.shield(self.exited), timing.sigkill_settle)
         self.close()
 
     def close(self) -> None:
@@ -284,11 +287,12 @@ class ChildProcess:
         # killpg also sees zombies; only live members matter.
         return bool(await asyncio.to_thread(group_members, self.pgid))
 
-    async def _wait_group_empty(self, seconds: float) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
+    async def _wait_group_empty(self, seconds: float, clock: Clock) -> bool:
+        # The deadline is on the injected clock; the re-check interval is real
+        # time (it only paces the polling of a group that is on its way out).
+        deadline = clock.monotonic() + seconds
         while await self._group_alive():
-            if loop.time() >= deadline:
+            if clock.monotonic() >= deadline:
                 return False
             await asyncio.sleep(GROUP_CHECK_INTERVAL_SECONDS)
         return True

@@ -18,6 +18,8 @@ from typing import Final
 #: Rotate a server's log at this size; stderr floods must not fill the disk.
 LOG_MAX_BYTES: Final = 2 * 1024 * 1024
 LOG_BACKUPS: Final = 3
+#: At close, how long the writer thread gets to flush what is queued.
+WRITER_JOIN_SECONDS: Final = 5.0
 
 _STOP: Final = object()
 
@@ -57,7 +59,7 @@ class LogSink:
         thread = self._thread
         if thread is not None:
             self._queue.put(_STOP)
-            thread.join(timeout=5)
+            thread.join(timeout=WRITER_JOIN_SECONDS)
         for handler in self._handlers.values():
             handler.close()
         self._handlers.clear()

@@ -40,10 +40,6 @@ class RapidDropBudget:
         """After an un-park: one more unproven drop re-parks."""
         self.unproven = self.limit
 
-    @property
-    def exhausted(self) -> bool:
-        return self.unproven > self.limit
-
 
 @dataclass
 class Backoff:

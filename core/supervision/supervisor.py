@@ -9,21 +9,47 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from core import __version__
 from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import UnknownServer
-from core.base.snapshot import Event, TraySnapshot
+from core.base.snapshot import (
+    AlertKind,
+    Event,
+    EventKind,
+    ResourceUsage,
+    SessionSnapshot,
+    TraySnapshot,
+    WarningSnapshot,
+    WorkerSnapshot,
+)
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
+from core.supervision.child import ChildProcess, Spawner
 from core.supervision.logs import LogSink
-from core.supervision.managed import EnvResolver, ManagedServer, Timing
+from core.supervision.run import Timing
+from core.supervision.server import EnvResolver, ManagedServer
 from core.supervision.sweep import Leftover, new_owner_id, sweep_leftovers
 
 logger = logging.getLogger(__name__)
 
 Subscriber = Callable[[Event], None]
+T = TypeVar("T")
+
+
+def _none() -> tuple[()]:
+    return ()
+
+
+@dataclass
+class Views:
+    """What the layers above supervision add to every snapshot (the service wires them)."""
+
+    sessions: Callable[[], tuple[SessionSnapshot, ...]] = _none
+    workers: Callable[[], tuple[WorkerSnapshot, ...]] = _none
+    warnings: Callable[[], tuple[WarningSnapshot, ...]] = _none
+    resources: Callable[[], Mapping[str, ResourceUsage]] = dict
 
 
 @dataclass(frozen=True)
@@ -44,6 +70,7 @@ class Supervisor:
         owner: str | None = None,
         env_resolver: EnvResolver | None = None,
         server_factory: Callable[[ServerConfig], ManagedServer] | None = None,
+        spawn: Spawner = ChildProcess.spawn,
     ) -> None:
         self.config = config
         self.paths = paths
@@ -52,6 +79,7 @@ class Supervisor:
         self.owner = owner or new_owner_id()
         self.logs = LogSink(paths.log_dir)
         self._env_resolver = env_resolver
+        self._spawn = spawn
         self._factory = server_factory or self._make_server
         self._subscribers: list[Subscriber] = []
         self.servers: dict[str, ManagedServer] = {}
@@ -62,7 +90,7 @@ class Supervisor:
         self.config_error: str | None = None
         self.swept: list[Leftover] = []
         #: Other parts (sessions, registry, diagnostics) add their view here.
-        self.snapshot_extras: dict[str, Callable[[], Any]] = {}
+        self.views = Views()
         for server_config in config.servers.values():
             self.servers[server_config.name] = self._factory(server_config)
 
@@ -74,6 +102,7 @@ class Supervisor:
             clock=self.clock,
             timing=self.timing,
             emit=self.publish,
+            spawn=self._spawn,
             env_resolver=self._env_resolver,
         )
         server.on_call_done = self._call_done
@@ -97,7 +126,7 @@ class Supervisor:
         """The session ended or tripped: stop its own child and forget it."""
         await server.stop()
         self.private.pop(server.name, None)
-        self.publish(Event("state", server.name, server.snapshot()))
+        self.publish(Event(EventKind.STATE, server.name, server.snapshot()))
 
     # ------------------------------------------------------------ publishing
 
@@ -116,18 +145,16 @@ class Supervisor:
                 logger.exception("subscriber %r failed on %s", subscriber, event.kind)
 
     def snapshot(self) -> TraySnapshot:
-        extra: dict[str, Any] = {}
-        for key, provider in self.snapshot_extras.items():
-            try:
-                extra[key] = provider()
-            except Exception:
-                logger.exception("snapshot provider %r failed", key)
+        views = self.views
         return TraySnapshot(
             version=__version__,
             config_path=str(self.config.path),
             servers=tuple(server.snapshot() for server in self.all_servers()),
             config_error=self.config_error,
-            extra=extra,
+            sessions=_view(views.sessions, ()),
+            workers=_view(views.workers, ()),
+            warnings=_view(views.warnings, ()),
+            resources=_view(views.resources, {}),
         )
 
     # ------------------------------------------------------------- lifecycle
@@ -208,7 +235,8 @@ class Supervisor:
         result = ReloadResult(tuple(restarted), tuple(added), tuple(removed))
         self.publish(
             Event(
-                "config", text=f"reloaded: restarted {restarted}, added {added}, removed {removed}"
+                EventKind.CONFIG,
+                text=f"reloaded: restarted {restarted}, added {added}, removed {removed}",
             )
         )
         return result
@@ -216,4 +244,13 @@ class Supervisor:
     def report_config_error(self, message: str) -> None:
         """A config edit was invalid: keep everything running, show the error."""
         self.config_error = message
-        self.publish(Event("config", text=message))
+        self.publish(Event(EventKind.CONFIG, text=message, alert=AlertKind.CONFIG_REFUSED))
+
+
+def _view(provider: Callable[[], T], fallback: T) -> T:
+    """A broken view must not take the snapshot (and every surface) down with it."""
+    try:
+        return provider()
+    except Exception:
+        logger.exception("snapshot view %r failed", provider)
+        return fallback

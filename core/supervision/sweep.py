@@ -13,13 +13,16 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass
+from typing import Final
 
 import psutil
 
 from core.base.envvars import OWNER_ENV
 
 #: After SIGTERM to a leftover group, how long before SIGKILL.
-SWEEP_TERM_GRACE_SECONDS = 1.0
+SWEEP_TERM_GRACE_SECONDS: Final = 1.0
+#: How often the sweep re-checks whether the leftovers it signalled are gone.
+SWEEP_CHECK_INTERVAL_SECONDS: Final = 0.02
 
 
 def new_owner_id(pid: int | None = None) -> str:
@@ -84,7 +87,7 @@ def sweep_leftovers(own_owner: str | None = None) -> list[Leftover]:
         _kill_pid(pid, signal.SIGTERM)
     deadline = time.monotonic() + SWEEP_TERM_GRACE_SECONDS
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-        time.sleep(0.02)
+        time.sleep(SWEEP_CHECK_INTERVAL_SECONDS)
     for pgid in groups:
         _kill_group(pgid, signal.SIGKILL)
     for pid in pids:

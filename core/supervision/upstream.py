@@ -25,13 +25,13 @@ from functools import partial
 from typing import Any, Final
 
 from core import __version__
+from core.base.errors import ConnectionLost, RpcError
 from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     LATEST_HANDSHAKE_VERSION,
     METHOD_NOT_FOUND,
     REQUEST_TIMEOUT,
     ProgressFn,
-    RpcError,
     dumps,
     error_message,
     settle,
@@ -54,10 +54,6 @@ ServerRequestHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[
 NotificationHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 #: Receives stdout lines that are not JSON-RPC (chatty servers print banners).
 JunkHandler = Callable[[str], None]
-
-
-class ConnectionLost(Exception):
-    """The upstream transport closed while a request was in flight."""
 
 
 def _request_key(value: object) -> object:

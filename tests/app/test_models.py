@@ -10,23 +10,67 @@ from typing import Any
 from PySide6.QtCore import QModelIndex
 from pytestqt.qtbot import QtBot
 
-from app.models import ServersModel, SessionsModel, WarningsModel, WorkersModel
+from app.models import ServerRow, ServersModel, SessionsModel, WarningsModel, WorkersModel
+from core.base.snapshot import (
+    ResourceUsage,
+    ServerSnapshot,
+    SessionSnapshot,
+    WarningSnapshot,
+    WorkerSnapshot,
+)
+from core.base.states import BreakerState, ServerState
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 
-def worker(identity: str, beat_seconds_ago: float, ttl: float = 60) -> dict[str, Any]:
-    return {
-        "worker_identity": identity,
-        "client_name": "cursor",
-        "session_id": f"s-{identity}",
-        "server": "echo",
-        "pid": 42,
-        "last_heartbeat_at": (NOW - timedelta(seconds=beat_seconds_ago)).isoformat(),
-        "ttl_seconds": ttl,
-        "live": True,
-        "status": "live",
+def worker(identity: str, beat_seconds_ago: float, ttl: float = 60) -> WorkerSnapshot:
+    return WorkerSnapshot(
+        worker_identity=identity,
+        client_name="cursor",
+        session_id=f"s-{identity}",
+        server="echo",
+        pid=42,
+        started_at=NOW.isoformat(),
+        last_heartbeat_at=(NOW - timedelta(seconds=beat_seconds_ago)).isoformat(),
+        heartbeat_age_seconds=beat_seconds_ago,
+        ttl_seconds=ttl,
+        status="live",
+    )
+
+
+def session(id: str, failures: int = 0) -> SessionSnapshot:
+    return SessionSnapshot(
+        id=id,
+        server="echo",
+        kind="http",
+        client_name="cursor",
+        client="Cursor",
+        opened_at=0.0,
+        requests=1,
+        consecutive_failures=failures,
+        tripped=failures >= 3,
+        last_error=None,
+        worker_identity=None,
+    )
+
+
+def server(name: str, state: ServerState, **fields: Any) -> ServerSnapshot:
+    base: dict[str, Any] = {
+        "name": name,
+        "state": state,
+        "pid": None,
+        "generation": 1,
+        "restarts": 0,
+        "breaker": BreakerState.CLOSED,
+        "last_error": None,
+        "parked_reason": None,
+        "started_at": None,
+        "unproven_drops": 0,
+        "command": "x",
+        "sharing": "shared",
+        "log_path": "/tmp/x.log",
     }
+    return ServerSnapshot(**{**base, **fields})
 
 
 class Recorder:
@@ -99,25 +143,16 @@ def test_set_rows_inserts_updates_and_removes_without_a_reset(
 ) -> None:
     model = SessionsModel()
     recorder = Recorder(model)
-    row = {
-        "id": "s1",
-        "client": "Cursor",
-        "server": "echo",
-        "requests": 1,
-        "consecutive_failures": 0,
-        "breaker": "closed",
-        "kind": "http",
-    }
     with qtbot.waitSignal(model.rowsInserted):
-        model.set_rows([row, {**row, "id": "s2"}])
+        model.set_rows([session("s1"), session("s2")])
     qtmodeltester.check(model)
-    model.set_rows([{**row, "consecutive_failures": 3, "breaker": "tripped"}, {**row, "id": "s2"}])
+    model.set_rows([session("s1", failures=3), session("s2")])
     columns = [c for c, _ in SessionsModel.COLUMNS]
     assert recorder.changed == [
         (0, 0, columns.index("consecutive_failures"), columns.index("breaker"))
     ]
     with qtbot.waitSignal(model.rowsRemoved):
-        model.set_rows([{**row, "id": "s2"}])
+        model.set_rows([session("s2")])
     assert model.keys() == ["s2"]
     assert recorder.resets == 0
 
@@ -127,30 +162,27 @@ def test_servers_show_state_uptime_resources_and_the_parked_reason() -> None:
     now = NOW.timestamp()
     model.set_rows(
         [
-            {
-                "name": "a",
-                "state": "ready",
-                "pid": 7,
-                "generation": 2,
-                "restarts": 1,
-                "breaker": "closed",
-                "started_at": now - 3725,
-                "cpu_percent": 1.25,
-                "rss_bytes": 50 * 1024 * 1024,
-                "last_error": None,
-                "parked_reason": None,
-            },
-            {
-                "name": "b",
-                "state": "parked",
-                "pid": None,
-                "generation": 6,
-                "restarts": 5,
-                "breaker": "closed",
-                "started_at": None,
-                "last_error": "x",
-                "parked_reason": "exited 6 times",
-            },
+            ServerRow(
+                server(
+                    "a",
+                    ServerState.READY,
+                    pid=7,
+                    generation=2,
+                    restarts=1,
+                    started_at=now - 3725,
+                ),
+                ResourceUsage(cpu_percent=1.25, rss_bytes=50 * 1024 * 1024),
+            ),
+            ServerRow(
+                server(
+                    "b",
+                    ServerState.PARKED,
+                    generation=6,
+                    restarts=5,
+                    last_error="x",
+                    parked_reason="exited 6 times",
+                )
+            ),
         ],
         now=now,
     )
@@ -169,26 +201,7 @@ def test_servers_show_state_uptime_resources_and_the_parked_reason() -> None:
 
 def test_warnings_rows_are_keyed_by_their_text() -> None:
     model = WarningsModel()
-    model.set_rows(
-        [
-            {
-                "family": "unsupported-env",
-                "subject": "MCP_TRAY_X",
-                "message": "m",
-                "fix": "f",
-                "text": "t1",
-            }
-        ]
-    )
-    model.set_rows(
-        [
-            {
-                "family": "unsupported-env",
-                "subject": "MCP_TRAY_X",
-                "message": "m",
-                "fix": "f",
-                "text": "t1",
-            }
-        ]
-    )
+    warning = WarningSnapshot("unsupported-env", "MCP_TRAY_X", "m", "f", "t1")
+    model.set_rows([warning])
+    model.set_rows([WarningSnapshot("unsupported-env", "MCP_TRAY_X", "m", "f", "t1")])
     assert model.rowCount() == 1

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from app.status import TOOLTIP_MAX, TrayColour, tray_status
-from core.base.snapshot import ServerSnapshot, TraySnapshot
+from core.base.snapshot import (
+    ServerSnapshot,
+    SessionSnapshot,
+    TraySnapshot,
+    WarningSnapshot,
+    WorkerSnapshot,
+)
 from core.base.states import BreakerState, ServerState
 
 
@@ -23,7 +29,6 @@ def server(name: str, state: ServerState, reason: str | None = None) -> ServerSn
         generation=1,
         restarts=0,
         breaker=BreakerState.CLOSED,
-        breaker_failures=0,
         last_error=None,
         parked_reason=reason,
         started_at=None,
@@ -34,11 +39,48 @@ def server(name: str, state: ServerState, reason: str | None = None) -> ServerSn
     )
 
 
+def session(tripped: bool, id: str = "s1") -> SessionSnapshot:
+    return SessionSnapshot(
+        id=id,
+        server="a",
+        kind="http",
+        client_name="claude-desktop",
+        client="Claude Desktop",
+        opened_at=0.0,
+        requests=3,
+        consecutive_failures=3 if tripped else 0,
+        tripped=tripped,
+        last_error=None,
+        worker_identity=None,
+    )
+
+
+def worker(status: str) -> WorkerSnapshot:
+    return WorkerSnapshot.from_row({"worker_identity": f"w-{status}", "status": status})
+
+
+def warning(family: str = "unsupported-env") -> WarningSnapshot:
+    return WarningSnapshot(family, "MCP_TRAY_X", "unknown key", "remove it", f"{family}: x")
+
+
 def snapshot(
-    *servers: ServerSnapshot, config_error: str | None = None, **extra: Any
+    *servers: ServerSnapshot,
+    config_error: str | None = None,
+    sessions: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    workers: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    warnings: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> TraySnapshot:
+    """Sessions, workers and warnings in shorthand: {"breaker": ...}, {"status": ...}, {...}."""
     return TraySnapshot(
-        "0", "/home/u/.config/mcp-tray/config.json", tuple(servers), config_error, extra
+        "0",
+        "/home/u/.config/mcp-tray/config.json",
+        tuple(servers),
+        config_error,
+        sessions=tuple(
+            session(s.get("breaker") == "tripped", f"s{i}") for i, s in enumerate(sessions)
+        ),
+        workers=tuple(worker(str(w.get("status"))) for w in workers),
+        warnings=tuple(warning(str(w.get("family", "unsupported-env"))) for w in warnings),
     )
 
 

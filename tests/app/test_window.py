@@ -73,7 +73,10 @@ async def test_clicking_respawn_respawns_the_real_server(tray_home: Paths) -> No
             await wait_ready(server, generation=2)
             await wait_until(lambda: window.respawn_button.isEnabled(), what="the button back")
             await wait_until(
-                lambda: (window.servers.model.row("echo") or {}).get("generation") == 2,
+                lambda: (
+                    (row := window.servers.model.row("echo")) is not None
+                    and row.server.generation == 2
+                ),
                 what="the row to show generation 2",
             )
         finally:
@@ -124,7 +127,8 @@ async def test_clicking_reset_clears_a_session_tripped_through_the_real_breaker(
                 await wait_until(lambda: not session.tripped, what="the reset")
                 await wait_until(
                     lambda: (
-                        (window.sessions.model.row(session.id) or {}).get("breaker") == "closed"
+                        (row := window.sessions.model.row(session.id)) is not None
+                        and not row.tripped
                     ),
                     what="the row to say closed",
                 )

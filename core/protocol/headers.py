@@ -1,0 +1,17 @@
+"""HTTP header names that the gateway and the bridge both speak.
+
+Kept here, below both, so neither imports the other: the bridge (its own
+process) sends them, the gateway reads them.
+"""
+
+from typing import Final
+
+#: MCP streamable HTTP: the session a request belongs to (handshake era).
+SESSION_HEADER: Final = "mcp-session-id"
+#: MCP streamable HTTP: the negotiated protocol revision.
+PROTOCOL_HEADER: Final = "mcp-protocol-version"
+#: mcp-tray's own: the client a bridge speaks for, so the gateway's session
+#: shows the real client rather than "mcp-tray connect".
+CLIENT_HEADER: Final = "x-mcp-tray-client"
+#: mcp-tray's own: the bridge's worker row, so the session links to it.
+WORKER_HEADER: Final = "x-mcp-tray-worker"

@@ -1,0 +1,276 @@
+"""The call path (DESIGN 3.3): every request forwarded to a server goes through here.
+
+A call that finds the child dead asks for ONE respawn and waits for a *new*
+ready session; a call whose child dies under it is cancelled at once and
+replayed once only when that is safe. Nothing here hot-cycles a server:
+every call asks for at most one respawn, and what happens after that is the
+rapid-drop budget's decision. The call path never decides that a run is
+dead or ready; it reads and waits on what the run loop decided
+(core.supervision.run).
+"""
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from core.base.clock import wait_within
+from core.base.errors import (
+    BreakerOpen,
+    CallError,
+    CallTimedOut,
+    ConnectionLost,
+    ExitedAgain,
+    ExitedMidCall,
+    RpcError,
+    ServerParked,
+    ServerStopped,
+    SubprocessExited,
+    UpstreamError,
+)
+from core.base.states import ServerState
+from core.protocol.jsonrpc import REQUEST_TIMEOUT, ProgressFn
+from core.supervision.routing import ServerRequestRouter
+from core.supervision.run import Run
+
+if TYPE_CHECKING:
+    from core.supervision.server import ManagedServer
+
+S = ServerState
+
+#: Methods that change nothing on the server, or change it idempotently: a
+#: call of one of these cut by a crash is replayed after the respawn.
+REPEATABLE_METHODS: Final = frozenset(
+    {
+        "ping",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+    }
+)
+
+
+class _RunDied(Exception):
+    """The run a call waited for died before it was usable."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+
+class _WindowOver(Exception):
+    """The wait for a usable run ran out."""
+
+
+class CallPath:
+    def __init__(self, server: "ManagedServer") -> None:
+        self._server = server
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressFn | None = None,
+        on_server_request: ServerRequestRouter | None = None,
+    ) -> dict[str, Any]:
+        """Forward one request (DESIGN 3.3). Raises ``CallError``."""
+        server = self._server
+        server.calls += 1
+        refusal: CallError | None = None
+        breaker = server.breaker
+        if server.state is S.PARKED:
+            refusal = ServerParked(server.name, server.parked_reason or "it kept dying")
+        elif not server.wanted:
+            refusal = ServerStopped(server.name)
+        else:
+            admission = breaker.admit()
+            if not admission.allowed:
+                refusal = BreakerOpen(
+                    server.name, breaker.failures, breaker.last_error, admission.retry_in
+                )
+        if refusal is not None:
+            # Refused before anything was sent: counted, never spawned for.
+            server.failures += 1
+            raise refusal
+        before = breaker.state
+        call_id = server.routing.open_call(on_server_request)
+        started = time.perf_counter()
+        try:
+            result = await self._deliver(method, params, timeout, on_progress)
+        except CallError as exc:
+            server.failures += 1
+            server.call_done(method, started, ok=False)
+            if exc.transport_failure:
+                breaker.failure(str(exc))
+            elif isinstance(exc, UpstreamError):
+                breaker.success()
+            else:
+                breaker.neutral()
+            server.last_error = str(exc)
+            server.breaker_moved(before)
+            raise
+        except BaseException:
+            breaker.neutral()
+            raise
+        finally:
+            server.routing.close_call(call_id)
+        breaker.success()
+        server.breaker_moved(before)
+        server.routing.remember(method, params)
+        server.call_done(method, started, ok=True)
+        return result
+
+    async def _deliver(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        on_progress: ProgressFn | None,
+    ) -> dict[str, Any]:
+        server = self._server
+        timing = server.timing
+        run = server.current_run
+        respawned = False
+        if run is None or (not run.dead.is_set() and not run.ready.is_set()):
+            # Starting (or about to): wait for this start to finish, asking nothing.
+            try:
+                run = await self._await_usable(
+                    max(1, run.generation if run else server.generation + 1),
+                    timing.start_timeout,
+                )
+            except _RunDied as died:
+                run = died.run
+            except _WindowOver:
+                raise CallTimedOut(
+                    server.name, f"{method} (server still starting)", timing.start_timeout
+                ) from None
+        if not run.alive():
+            # Pre-call gate: the child is dead, so the call cannot have reached it.
+            dead = run
+            server.request_respawn()
+            respawned = True
+            run = await self._await_fresh(dead)
+        try:
+            return await self._send(run, method, params, timeout, on_progress)
+        except ConnectionLost:
+            await self._confirm_dead(run)
+        # Mid-call race: the child died with the call in flight.
+        if respawned:
+            raise ExitedAgain(server.name, run.generation, run.exit_text, server.log_path)
+        safe, why_not = self.replay_safe(method, params)
+        server.request_respawn()
+        if not safe:
+            raise ExitedMidCall(
+                server.name, run.generation, run.exit_text, why_not, server.log_path
+            )
+        retry_run = await self._await_fresh(run)
+        try:
+            return await self._send(retry_run, method, params, timeout, on_progress)
+        except ConnectionLost:
+            await self._confirm_dead(retry_run)
+            raise ExitedAgain(
+                server.name, retry_run.generation, retry_run.exit_text, server.log_path
+            ) from None
+
+    async def _send(
+        self,
+        run: Run,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        on_progress: ProgressFn | None,
+    ) -> dict[str, Any]:
+        upstream = run.upstream
+        if upstream is None:
+            raise ConnectionLost("no upstream session")
+        try:
+            result = await upstream.request(
+                method, params, timeout=timeout, on_progress=on_progress
+            )
+        except RpcError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                if not run.alive():
+                    # Truth over the SDK's wording: the child died, nothing timed out.
+                    raise ConnectionLost("the child exited while the call waited") from None
+                raise CallTimedOut(self._server.name, method, timeout or 0.0) from None
+            raise UpstreamError(self._server.name, exc.code, exc.message, exc.data) from None
+        self._server.prove(run)
+        return result
+
+    async def _confirm_dead(self, run: Run) -> None:
+        """A closed transport means the run is ending; wait until the run loop says so."""
+        server = self._server
+        await wait_within(server.clock, run.dead.wait(), server.timing.confirm_dead)
+        if not run.exit_text:
+            run.exit_text = "the connection to it closed"
+
+    def replay_safe(self, method: str, params: Mapping[str, Any] | None) -> tuple[bool, str]:
+        """Whether a call cut by a crash may be sent again, and if not, why."""
+        server = self._server
+        policy = server.config.retry
+        if policy == "always":
+            return True, ""
+        if policy == "never":
+            return False, 'this server\'s config says "retry": "never"'
+        if method in REPEATABLE_METHODS:
+            return True, ""
+        if method == "tools/call":
+            name = (params or {}).get("name")
+            annotations = server.catalog.tool_annotations(name)
+            if annotations.get("readOnlyHint") or annotations.get("idempotentHint"):
+                return True, ""
+            return False, (
+                f"tool {name!r} is not marked readOnlyHint or idempotentHint; "
+                f'set "retry": "always" on server {server.name!r} if its calls are safe to repeat'
+            )
+        return False, f"{method!r} is not known to be safe to repeat"
+
+    async def _await_fresh(self, dead: Run) -> Run:
+        """After asking for a respawn: a new, ready, living run, or the truth about why not."""
+        server = self._server
+        try:
+            return await self._await_usable(dead.generation + 1, server.timing.respawn_wait)
+        except _RunDied as died:
+            raise ExitedAgain(
+                server.name, died.run.generation, died.run.exit_text or "exited", server.log_path
+            ) from None
+        except _WindowOver:
+            raise SubprocessExited(
+                server.name,
+                dead.generation,
+                dead.exit_text or "exited",
+                server.timing.respawn_wait,
+                server.log_path,
+            ) from None
+
+    async def _await_usable(self, min_generation: int, window: float) -> Run:
+        server = self._server
+
+        async def watch() -> Run:
+            while True:
+                changed = server.changed()
+                if server.state is S.PARKED:
+                    raise ServerParked(server.name, server.parked_reason or "it kept dying")
+                if server.state is S.STOPPED:
+                    raise ServerStopped(server.name)
+                run = server.current_run
+                if run is not None and run.generation >= min_generation:
+                    if run.dead.is_set():
+                        raise _RunDied(run)
+                    if run.ready.is_set():
+                        if run.alive():
+                            return run
+                        raise _RunDied(run)
+                await changed.wait()
+
+        finished, run = await wait_within(server.clock, watch(), window)
+        if not finished or run is None:
+            raise _WindowOver
+        return run

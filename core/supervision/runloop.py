@@ -1,0 +1,289 @@
+"""The run loop of one server: spawn, handshake, watch, account for the end, repeat.
+
+One asyncio task per server runs ``RunLoop.supervise``. It is the only
+writer of runs (core.supervision.run says who decides what): it spawns a
+child through the injected spawner, completes the handshake, marks the run
+ready, watches for its end (the leader's exit or stdout EOF), stops what is
+left of the group by the stop contract, and then either waits out a backoff
+or parks the server when the rapid-drop budget is spent. State changes go
+through the server's one writer, ``ManagedServer.change_state``.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from core import __version__
+from core.base.clock import wait_within
+from core.base.errors import ConnectionLost, RpcError, SpawnError
+from core.base.snapshot import Event, EventKind
+from core.base.states import ServerState
+from core.supervision.catalog import LIST_KINDS
+from core.supervision.child import ChildProcess, child_environment, describe_returncode
+from core.supervision.run import Run
+from core.supervision.upstream import Upstream
+
+if TYPE_CHECKING:
+    from core.supervision.server import ManagedServer
+
+S = ServerState
+
+
+class RunLoop:
+    def __init__(self, server: "ManagedServer") -> None:
+        self.server = server
+
+    async def supervise(self) -> None:
+        server = self.server
+        while True:
+            run = await self.run_once()
+            if server.state is S.PARKED:
+                await self.wait_parked()
+                continue
+            delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
+            await self.backoff(delay)
+
+    async def wait_parked(self) -> None:
+        server = self.server
+        # Respawn and config edits wake a parked server by replacing this
+        # task (``_relaunch_now``); left alone, it probes once in a while.
+        await server.clock.sleep(server.timing.self_probe)
+        server.log("self-probe: trying one start while parked")
+        server.budget.grant_one()
+
+    async def backoff(self, delay: float) -> None:
+        server = self.server
+        if server.respawn_now.is_set():
+            return
+        server.log(f"respawning in {delay:.1f} s")
+        await wait_within(server.clock, server.respawn_now.wait(), delay)
+
+    async def run_once(self) -> Run:
+        server = self.server
+        server.respawn_now.clear()
+        server.generation += 1
+        if server.generation > 1:
+            server.restarts += 1
+        run = Run(server.generation, server.clock.monotonic())
+        server.current_run = run
+        server.change_state(S.STARTING, f"spawning generation {run.generation}")
+        try:
+            child = await server.spawner(
+                server.config.command,
+                server.config.args,
+                env=child_environment(await self.resolve_env(), server.owner, __version__),
+                cwd=server.config.cwd,
+            )
+        except SpawnError as exc:
+            run.mark_dead(exc.reason)
+            server.last_error = f"failed to start: {exc.reason}"
+            server.log(f"generation {run.generation} failed to start: {exc.reason}")
+            server.broadcast()
+            if exc.permanent:
+                server.park(exc.reason)
+            else:
+                server.change_state(S.EXITED, f"failed to start: {exc.reason}")
+                self.account_end(run)
+            return run
+        run.child = child
+        server.log(f"generation {run.generation} spawned: pid {child.pid}: {' '.join(child.argv)}")
+        stderr_task = asyncio.ensure_future(self.pump_stderr(child, run.generation))
+        try:
+            await self.serve(run, child)
+        except asyncio.CancelledError:
+            run.intentional = True
+            raise
+        finally:
+            await self.finish(run, child, stderr_task)
+        self.account_end(run)
+        return run
+
+    async def resolve_env(self) -> Mapping[str, str]:
+        server = self.server
+        if any("${keyring:" in value for value in server.config.env.values()):
+            # The keyring may block (D-Bus, an unlock prompt): not on the loop.
+            return await asyncio.to_thread(server.env_resolver, server.config)
+        return server.env_resolver(server.config)
+
+    async def serve(self, run: Run, child: ChildProcess) -> None:
+        server = self.server
+        async with Upstream.open(
+            child,
+            on_request=server.routing.route_request,
+            on_notification=self.on_notification,
+            on_junk=lambda line: self.stderr_line(run.generation, f"(stdout, not JSON-RPC) {line}"),
+        ) as upstream:
+            run.upstream = upstream
+            handshake = asyncio.ensure_future(self.handshake(run, upstream))
+            ended = asyncio.ensure_future(self.watch_end(run, child, upstream))
+            try:
+                await asyncio.wait([handshake, ended], return_when=asyncio.FIRST_COMPLETED)
+                failure = handshake.exception() if handshake.done() else None
+                if handshake.done() and failure is None and not run.dead.is_set():
+                    run.ready.set()
+                    server.change_state(S.READY, "handshake done, tools listed")
+                    health = asyncio.ensure_future(self.health(run, upstream))
+                    try:
+                        await ended
+                    finally:
+                        health.cancel()
+                        await asyncio.gather(health, return_exceptions=True)
+                elif failure is not None:
+                    detail = _describe_failure(failure)
+                    server.last_error = f"start failed: {detail}"
+                    # The child is alive but unusable: the stop contract ends it.
+                    if child.is_alive():
+                        await child.stop(server.timing.stop, server.log, server.clock)
+                    self.on_dead(
+                        run,
+                        f"{describe_returncode(child.returncode)} during the handshake ({detail})",
+                    )
+                else:
+                    await ended
+            finally:
+                for task in (handshake, ended):
+                    task.cancel()
+                await asyncio.gather(handshake, ended, return_exceptions=True)
+
+    async def handshake(self, run: Run, upstream: Upstream) -> None:
+        server = self.server
+
+        async def handshake() -> None:
+            server.catalog.adopt_handshake(await upstream.initialize())
+            changed = await server.catalog.refresh(upstream)
+            await server.routing.replay(upstream, server.catalog.capabilities)
+            server.catalog.known = True
+            server.broadcast()
+            if run.generation > 1:
+                # Clients only learn about a respawned server's new tools
+                # (or lost ones) if someone tells them.
+                for kind in changed:
+                    server.publish(EventKind.LISTS, kind)
+                    server.routing.notify(f"notifications/{kind}/list_changed", None)
+
+        finished, _ = await wait_within(server.clock, handshake(), server.timing.start_timeout)
+        if not finished:
+            raise TimeoutError(f"no handshake within {server.timing.start_timeout:g} s")
+
+    async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
+        server = self.server
+        if method.endswith("/list_changed"):
+            kind = method.split("/")[1]
+            run = server.current_run
+            if run is not None and run.upstream is not None and kind in LIST_KINDS:
+                with contextlib.suppress(RpcError, ConnectionLost):
+                    await server.catalog.refresh(run.upstream, only=kind)
+            server.publish(EventKind.LISTS, kind)
+        server.routing.notify(method, params)
+
+    async def watch_end(self, run: Run, child: ChildProcess, upstream: Upstream) -> None:
+        """Return when the run is over: the leader exited, or its stdout closed."""
+        server = self.server
+        upstream_closed = asyncio.ensure_future(upstream.closed.wait())
+        try:
+            watched: list[asyncio.Future[Any]] = [child.exited, upstream_closed]
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            upstream_closed.cancel()
+        if not child.exited.done():
+            await wait_within(
+                server.clock, asyncio.shield(child.exited), server.timing.eof_exit_grace
+            )
+        if not child.exited.done():
+            server.log("the child closed its stdout but kept running: stopping it")
+            self.on_dead(run, "closed its stdout (the MCP channel) while still running")
+            await child.stop(server.timing.stop, server.log, server.clock)
+            return
+        self.on_dead(run, describe_returncode(child.returncode))
+
+    def on_dead(self, run: Run, text: str) -> None:
+        server = self.server
+        if not run.mark_dead(text):
+            return
+        server.log(f"generation {run.generation} ended: {text}")
+        if run.intentional:
+            server.broadcast()
+            return
+        server.last_error = f"generation {run.generation} {text}"
+        server.change_state(S.EXITED, text)
+
+    async def finish(
+        self, run: Run, child: ChildProcess, stderr_task: "asyncio.Future[None]"
+    ) -> None:
+        """Whatever ended the run, leave no process of its group behind."""
+        server = self.server
+        if child.is_alive():
+            run.intentional = True
+            await child.stop(server.timing.stop, server.log, server.clock)
+        else:
+            await child.end_group(server.timing.stop, server.log, server.clock)
+        if not run.dead.is_set():
+            self.on_dead(run, describe_returncode(child.returncode))
+        await wait_within(server.clock, asyncio.shield(stderr_task), server.timing.stderr_drain)
+        stderr_task.cancel()
+
+    def account_end(self, run: Run) -> None:
+        server = self.server
+        if run.intentional:
+            return
+        if run.proven or server.clock.monotonic() - run.started >= server.config.keepalive_seconds:
+            server.prove(run)
+            return
+        if server.budget.dropped():
+            server.park(
+                f"it exited {server.budget.unproven} times in a row before it was up "
+                f"{server.config.keepalive_seconds:g} s or served a call (last: {run.exit_text})"
+            )
+
+    async def health(self, run: Run, upstream: Upstream) -> None:
+        server = self.server
+        while True:
+            await server.clock.sleep(server.config.keepalive_seconds)
+            if run.dead.is_set():
+                return
+            # Up a whole keepalive interval: the run is proven.
+            server.prove(run)
+            answered, pinged = await wait_within(
+                server.clock, _answered(upstream.ping(None)), server.timing.ping_timeout
+            )
+            healthy = answered and pinged is True
+            if run.dead.is_set():
+                return
+            if healthy and server.state is S.DEGRADED:
+                server.change_state(S.READY, "health ping answered again")
+            elif not healthy and server.state is S.READY and run.alive():
+                server.change_state(S.DEGRADED, "health ping failed while the child lives")
+
+    async def pump_stderr(self, child: ChildProcess, generation: int) -> None:
+        while True:
+            line = await child.stderr.readline()
+            if not line:
+                return
+            self.stderr_line(generation, line.decode("utf-8", errors="replace").rstrip("\r\n"))
+
+    def stderr_line(self, generation: int, text: str) -> None:
+        server = self.server
+        line = f"[gen {generation}] {text}"
+        server.stderr_tail.append(line)
+        server.logs.write(server.name, f"gen={generation} {text}")
+        server.emit(Event(EventKind.STDERR, server.name, text=line))
+
+
+async def _answered(awaitable: Awaitable[None]) -> bool:
+    """True when the health ping answered; any failure is just 'unhealthy'."""
+    try:
+        await awaitable
+    except (RpcError, ConnectionLost, ValueError):
+        return False
+    return True
+
+
+def _describe_failure(exc: BaseException) -> str:
+    if isinstance(exc, RpcError):
+        return f"the server answered initialize with error {exc.code}: {exc.message}"
+    if isinstance(exc, ConnectionLost):
+        return "its stdout closed before the handshake finished"
+    if isinstance(exc, TimeoutError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,303 @@
+"""One configured server: its run loop and its state machine.
+
+The run loop (one asyncio task per server) spawns a child, completes the
+handshake, watches the child, and after an exit waits out a backoff or parks
+the server when its rapid-drop budget is spent. Only ``_change_state`` sets
+the state; it checks ``ALLOWED_TRANSITIONS`` and emits the event. Who may
+decide what about a run is written in core.supervision.run; requests go
+through the call path (core.supervision.calls), server->client traffic
+through core.supervision.routing, and what the server offers is kept in
+core.supervision.catalog.
+"""
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from core.base.clock import Clock
+from core.base.errors import InvalidTransition
+from core.base.snapshot import AlertKind, Event, EventKind, ServerSnapshot
+from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
+from core.protocol.jsonrpc import ProgressFn
+from core.settings.config import ServerConfig
+from core.supervision.breakers import ServerBreaker
+from core.supervision.calls import CallPath
+from core.supervision.catalog import Catalog
+from core.supervision.child import ChildProcess, Spawner
+from core.supervision.logs import LogSink
+from core.supervision.restart_policy import Backoff, RapidDropBudget
+from core.supervision.routing import Routing, ServerRequestRouter
+from core.supervision.run import Run, Timing
+from core.supervision.runloop import RunLoop
+
+S = ServerState
+
+#: Lines of stderr kept in memory per server for the UI.
+STDERR_RING_LINES: Final = 500
+
+EnvResolver = Callable[[ServerConfig], Mapping[str, str]]
+#: Called after every forwarded request: (server, method, seconds, ok).
+CallObserver = Callable[[str, str, float, bool], None]
+
+
+class ManagedServer:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        owner: str,
+        logs: LogSink,
+        clock: Clock,
+        timing: Timing,
+        emit: Callable[[Event], None],
+        spawn: Spawner = ChildProcess.spawn,
+        budget: RapidDropBudget | None = None,
+        backoff: Backoff | None = None,
+        breaker: ServerBreaker | None = None,
+        env_resolver: EnvResolver | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.owner = owner
+        self.logs = logs
+        self.clock = clock
+        self.timing = timing
+        self.emit = emit
+        self.spawner = spawn
+        self.budget = budget or RapidDropBudget()
+        self.backoff = backoff or Backoff(initial=timing.backoff_initial, cap=timing.backoff_cap)
+        self.breaker = breaker or ServerBreaker(clock)
+        self.env_resolver = env_resolver or (lambda cfg: cfg.env)
+        self.state = S.STOPPED
+        self.generation = 0
+        self.restarts = 0
+        self.parked_reason: str | None = None
+        self.last_error: str | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
+        #: Last known capabilities and lists, served to clients while it respawns.
+        self.catalog = Catalog()
+        self.routing = Routing(self.name)
+        self.calls_path = CallPath(self)
+        #: Call outcomes, for /metrics: calls, failures, respawns calls asked
+        #: for (never more than one per call), and a latency hook.
+        self.calls = 0
+        self.failures = 0
+        self.respawn_requests = 0
+        self.on_call_done: CallObserver | None = None
+        #: The newest generation; only the run loop replaces it.
+        self.current_run: Run | None = None
+        self.runloop = RunLoop(self)
+        self._task: asyncio.Task[None] | None = None
+        self._half_open_timer: asyncio.Task[None] | None = None
+        #: What the user wants (start/stop); a respawn keeps it True throughout.
+        self.wanted = False
+        #: Serialises stop/respawn/reconfigure: a second cancel must never cut
+        #: the first one's stop contract short.
+        self._lifecycle = asyncio.Lock()
+        self.respawn_now = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    # ----------------------------------------------------------------- state
+
+    def change_state(self, new: ServerState, why: str) -> None:
+        """The only writer of ``self.state``."""
+        old = self.state
+        if new not in ALLOWED_TRANSITIONS[old]:
+            raise InvalidTransition(self.name, old, new)
+        self.state = new
+        self.log(f"state {old.value} -> {new.value}: {why}")
+        self.broadcast()
+        self.publish(EventKind.STATE, alert=AlertKind.PARKED if new is S.PARKED else None)
+
+    def publish(
+        self, kind: EventKind, text: str | None = None, alert: AlertKind | None = None
+    ) -> None:
+        self.emit(Event(kind, self.name, self.snapshot(), text, alert))
+
+    def changed(self) -> asyncio.Event:
+        """An event set at the next change of state or run (then replaced)."""
+        return self._changed
+
+    def broadcast(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def log(self, line: str) -> None:
+        self.logs.write(self.name, f"[mcp-tray] gen={self.generation} {line}")
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs.path(self.name)
+
+    @property
+    def pid(self) -> int | None:
+        run = self.current_run
+        if run is None or run.child is None or run.dead.is_set():
+            return None
+        return run.child.pid
+
+    def snapshot(self) -> ServerSnapshot:
+        run = self.current_run
+        return ServerSnapshot(
+            name=self.name,
+            state=self.state,
+            pid=self.pid,
+            generation=self.generation,
+            restarts=self.restarts,
+            breaker=self.breaker.state,
+            last_error=self.last_error,
+            parked_reason=self.parked_reason,
+            started_at=run.started_wall if run is not None and self.pid is not None else None,
+            unproven_drops=self.budget.unproven,
+            command=" ".join([self.config.command, *self.config.args]),
+            sharing=self.config.sharing,
+            log_path=str(self.log_path),
+        )
+
+    # ------------------------------------------------------------- breaker
+
+    def breaker_moved(self, before: BreakerState) -> None:
+        """Log and publish a breaker change; an open breaker half-opens on the clock."""
+        after = self.breaker.state
+        if after is before:
+            return
+        self.log(f"breaker {before.value} -> {after.value}")
+        self.publish(EventKind.BREAKER)
+        if self._half_open_timer is not None:
+            self._half_open_timer.cancel()
+            self._half_open_timer = None
+        if after is BreakerState.OPEN:
+            self._half_open_timer = asyncio.ensure_future(self._half_open_later())
+
+    async def _half_open_later(self) -> None:
+        # The breaker's state follows the clock by itself; this only tells
+        # subscribers the moment the cooldown ends, like every other move.
+        await self.clock.sleep(self.breaker.retry_in())
+        self._half_open_timer = None
+        self.breaker_moved(BreakerState.OPEN)
+
+    def reset_breaker(self) -> None:
+        before = self.breaker.state
+        self.breaker.reset()
+        self.breaker_moved(before)
+
+    # ------------------------------------------------------------- lifecycle
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start supervising (no-op when already running)."""
+        self.wanted = True
+        if self.running:
+            return
+        self._task = asyncio.create_task(self.runloop.supervise(), name=f"mcp-tray:{self.name}")
+
+    async def stop(self) -> None:
+        """Stop the child by the stop contract and stay stopped."""
+        async with self._lifecycle:
+            self.wanted = False
+            await self._halt()
+            if self._half_open_timer is not None:
+                self._half_open_timer.cancel()
+                self._half_open_timer = None
+            if self.state is not S.STOPPED:
+                self.change_state(S.STOPPED, "stopped on request")
+
+    async def respawn(self) -> None:
+        """User respawn: replace the child now; a parked server wakes with a budget of one."""
+        async with self._lifecycle:
+            self._relaunch_now()
+            await self._halt()
+            self.start()
+
+    async def reconfigure(self, config: ServerConfig) -> bool:
+        """A config edit for this server. True when it restarted (only if the launch changed)."""
+        relaunch = (
+            config.launch_key() != self.config.launch_key()
+            or config.disabled != self.config.disabled
+        )
+        self.config = config
+        if not relaunch:
+            return False
+        if config.disabled:
+            await self.stop()
+            return True
+        async with self._lifecycle:
+            self._relaunch_now()
+            await self._halt()
+            self.start()
+        return True
+
+    def _relaunch_now(self) -> None:
+        if self.state is S.PARKED:
+            # Woken by the user or a config change: one more unproven drop re-parks.
+            self.budget.grant_one()
+            self.parked_reason = None
+
+    async def _halt(self) -> None:
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self._task = None
+
+    def request_respawn(self) -> None:
+        """A waiting call wants a fresh child now (skips the backoff, never the budget)."""
+        self.respawn_requests += 1
+        self.respawn_now.set()
+
+    def park(self, reason: str) -> None:
+        self.parked_reason = reason
+        self.log(f"PARKED: {reason}")
+        self.change_state(S.PARKED, reason)
+
+    def prove(self, run: Run) -> None:
+        """The run served a request or stayed up a keepalive interval."""
+        if not run.proven:
+            run.proven = True
+            self.budget.proven()
+
+    # -------------------------------------------------------------- requests
+
+    def call_done(self, method: str, started: float, *, ok: bool) -> None:
+        if self.on_call_done is not None:
+            self.on_call_done(self.name, method, time.perf_counter() - started, ok)
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressFn | None = None,
+        on_server_request: ServerRequestRouter | None = None,
+    ) -> dict[str, Any]:
+        """Forward one request through the call path (DESIGN 3.3). Raises ``CallError``."""
+        return await self.calls_path.request(
+            method,
+            params,
+            timeout=timeout,
+            on_progress=on_progress,
+            on_server_request=on_server_request,
+        )
+
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, Any] | None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        return await self.request(
+            "tools/call", {"name": tool, "arguments": dict(arguments or {})}, timeout=timeout
+        )
+
+    async def notify_upstream(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Pass a client notification to the live child (dropped while there is none)."""
+        run = self.current_run
+        if run is not None and run.upstream is not None and run.alive():
+            await run.upstream.notify(method, params)
