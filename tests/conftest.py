@@ -19,7 +19,7 @@ from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
-from core.supervision.child import StopTiming
+from core.supervision.child import ChildProcess, Spawner, StopTiming
 from core.supervision.run import Timing
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
@@ -77,10 +77,13 @@ async def make_supervisor(tray_home: Paths) -> AsyncIterator[SupervisorFactory]:
         *,
         clock: Clock = SYSTEM_CLOCK,
         timing: Timing = FAST_TIMING,
+        spawn: Spawner = ChildProcess.spawn,
     ) -> Supervisor:
         path = tray_home.config_file
         path.write_text(json.dumps({"mcpServers": servers}))
-        supervisor = Supervisor(load_config(path), tray_home, clock=clock, timing=timing)
+        supervisor = Supervisor(
+            load_config(path), tray_home, clock=clock, timing=timing, spawn=spawn
+        )
         created.append(supervisor)
         await supervisor.start(sweep=False)
         return supervisor

@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from core.base.envvars import CLIENT_INSTANCE_ENV, CLIENT_NAME_ENV, CLIENT_SESSION_ENV
-from core.bridge.relay import BridgeIdentity, Relay, bridge_identity
+from core.bridge.attachment import BridgeIdentity, bridge_identity
+from core.bridge.relay import Relay
 from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
 from core.registry.identity import normalize_client_name
 from tests.conftest import wait_until

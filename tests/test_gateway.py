@@ -411,5 +411,6 @@ async def test_metrics_expose_server_state_calls_and_sessions(services: Services
     body = reply.text
     assert 'mcp_tray_server_state{server="echo",state="ready"} 1.0' in body
     assert 'mcp_tray_calls_total{server="echo"} 1.0' in body
+    assert 'mcp_tray_respawns_requested_total{server="echo"} 0.0' in body
     assert 'mcp_tray_call_seconds_count{method="tools/call",server="echo"} 1.0' in body
     assert "mcp_tray_session_tripped{" in body

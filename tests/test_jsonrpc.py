@@ -25,7 +25,7 @@ def test_the_error_codes_and_handshake_versions_match_the_sdk() -> None:
 
 def test_the_running_tray_does_not_load_the_mcp_sdk() -> None:
     code = (
-        "import sys, core.serving.service, core.cli.main, core.bridge.relay\n"
+        "import sys, core.serving.service, core.cli.main, core.bridge.main\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n"
     )
     result = subprocess.run(

@@ -8,9 +8,10 @@ half-open probe is reached by moving the clock, not by waiting 60 s.
 import pytest
 
 from core.base.errors import BreakerOpen, ExitedMidCall
+from core.base.snapshot import EventKind
 from core.base.states import BreakerState
 from core.supervision.server import ManagedServer
-from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready
+from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready, wait_until
 from tests.fakes import FakeClock
 
 
@@ -24,6 +25,14 @@ async def test_three_transport_failures_open_the_breaker_which_fails_fast_then_h
     supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
     server = supervisor.server("echo")
     await wait_ready(server)
+    moves: list[BreakerState] = []
+    supervisor.subscribe(
+        lambda event: (
+            moves.append(event.snapshot.breaker)
+            if event.kind is EventKind.BREAKER and event.snapshot is not None
+            else None
+        )
+    )
 
     for attempt in range(3):
         await wait_ready(server, generation=attempt + 1)
@@ -46,11 +55,14 @@ async def test_three_transport_failures_open_the_breaker_which_fails_fast_then_h
 
     fake_clock.advance(10)
     assert breaker_state(server) is BreakerState.HALF_OPEN
+    # The cooldown's end is an event like every other move of the breaker.
+    await wait_until(lambda: moves[-1:] == [BreakerState.HALF_OPEN], what="the half-open event")
     await wait_ready(server, generation=4)
     result = await supervisor.call_tool("echo", "echo", {"text": "probe"})
     assert result["content"][0]["text"] == "probe"
     assert breaker_state(server) is BreakerState.CLOSED
     assert server.breaker.failures == 0
+    assert moves == [BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.CLOSED]
 
 
 async def test_a_failed_half_open_probe_reopens_the_breaker(

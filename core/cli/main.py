@@ -399,7 +399,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
-    from core.bridge.relay import run
+    from core.bridge.main import run
 
     return run(args.name, paths)
 

@@ -235,7 +235,7 @@ class StreamableHttp:
             await asyncio.sleep(SESSION_REAP_INTERVAL_SECONDS)
             now = time.monotonic()
             for session in list(self.sessions.values()):
-                idle = not session.in_flight and session._stream is None
+                idle = not session.in_flight and not session.streaming
                 if idle and now - session.last_active > SESSION_IDLE_TIMEOUT_SECONDS:
                     logger.info(
                         "session %s idle for %d s: closing it",

@@ -20,7 +20,7 @@ class _SnapshotCollector(Collector):
     def __init__(
         self,
         snapshot: Callable[[], TraySnapshot],
-        stats: Callable[[], dict[str, tuple[int, int]]],
+        stats: Callable[[], dict[str, tuple[int, int, int]]],
         sessions: Callable[[], list[dict[str, Any]]],
         workers: Callable[[], list[dict[str, Any]]],
     ) -> None:
@@ -51,6 +51,11 @@ class _SnapshotCollector(Collector):
         failures = CounterMetricFamily(
             "mcp_tray_call_failures", "forwarded requests that failed", labels=["server"]
         )
+        respawns_asked = CounterMetricFamily(
+            "mcp_tray_respawns_requested",
+            "respawns that calls finding the child dead asked for (at most one per call)",
+            labels=["server"],
+        )
         stats = self._stats()
         for server in snap.servers:
             for candidate in ServerState:
@@ -60,10 +65,11 @@ class _SnapshotCollector(Collector):
             generation.add_metric([server.name], server.generation)
             restarts.add_metric([server.name], server.restarts)
             breaker.add_metric([server.name], 0.0 if server.breaker.value == "closed" else 1.0)
-            made, failed = stats.get(server.name, (0, 0))
+            made, failed, asked = stats.get(server.name, (0, 0, 0))
             calls.add_metric([server.name], made)
             failures.add_metric([server.name], failed)
-        yield from (state, generation, restarts, breaker, calls, failures)
+            respawns_asked.add_metric([server.name], asked)
+        yield from (state, generation, restarts, breaker, calls, failures, respawns_asked)
 
         tripped = GaugeMetricFamily(
             "mcp_tray_session_tripped",
@@ -93,7 +99,7 @@ class Metrics:
     def __init__(
         self,
         snapshot: Callable[[], TraySnapshot],
-        stats: Callable[[], dict[str, tuple[int, int]]],
+        stats: Callable[[], dict[str, tuple[int, int, int]]],
         sessions: Callable[[], list[dict[str, Any]]],
         workers: Callable[[], list[dict[str, Any]]],
     ) -> None:

@@ -69,7 +69,10 @@ class TrayService:
         )
         self._metrics = Metrics(
             self.supervisor.snapshot,
-            lambda: {s.name: (s.calls, s.failures) for s in self.supervisor.all_servers()},
+            lambda: {
+                s.name: (s.calls, s.failures, s.respawn_requests)
+                for s in self.supervisor.all_servers()
+            },
             self.sessions_json,
             self.workers_json,
         )

@@ -180,11 +180,6 @@ class ManagedServer:
         self._half_open_timer = None
         self.breaker_moved(BreakerState.OPEN)
 
-    def reset_breaker(self) -> None:
-        before = self.breaker.state
-        self.breaker.reset()
-        self.breaker_moved(before)
-
     # ------------------------------------------------------------- lifecycle
 
     @property

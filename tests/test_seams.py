@@ -1,0 +1,121 @@
+"""The seams every OS effect sits behind: spawn, and the stop contract's time.
+
+Strategy: a spawner that wraps the real one (or refuses) is injected into a
+real supervisor; the stop contract runs against a real child on a FakeClock,
+so its graces are reached by moving the clock, never by sleeping.
+"""
+
+import asyncio
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+
+from core.base.errors import SpawnError
+from core.base.states import ServerState
+from core.supervision.child import ChildProcess, StopTiming
+from tests.conftest import (
+    ECHO,
+    SupervisorFactory,
+    python_server,
+    wait_ready,
+    wait_state,
+    wait_until,
+)
+from tests.fakes import FakeClock
+
+#: Ignores stdin EOF (a server that never notices its client left), ends on SIGTERM.
+DEAF_TO_EOF = (
+    "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+    "print('ready', flush=True); signal.pause()"
+)
+#: Ignores stdin EOF and SIGTERM alike (it only says it got one): only SIGKILL ends it.
+STUBBORN = (
+    "import signal; signal.signal(signal.SIGTERM, lambda *_: print('term', flush=True)); "
+    "print('ready', flush=True)\nwhile True: signal.pause()"
+)
+
+
+async def spawn_ready(code: str) -> ChildProcess:
+    """A child that has installed its signal handlers (it says so on stdout)."""
+    child = await ChildProcess.spawn(sys.executable, ["-c", code], env={}, cwd=None)
+    assert await asyncio.wait_for(child.stdout.readline(), 10) == b"ready\n"
+    return child
+
+
+class RecordingSpawner:
+    """The real spawn, with every launch written down."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[str, tuple[str, ...]]] = []
+
+    async def __call__(
+        self, command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str | None
+    ) -> ChildProcess:
+        self.launches.append((command, tuple(args)))
+        return await ChildProcess.spawn(command, args, env=env, cwd=cwd)
+
+
+async def test_the_supervisor_spawns_through_the_injected_spawner(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    spawner = RecordingSpawner()
+    supervisor = await make_supervisor({"echo": python_server(ECHO)}, spawn=spawner)
+    server = supervisor.server("echo")
+    await wait_ready(server)
+
+    assert spawner.launches == [(sys.executable, (str(ECHO),))]
+    await supervisor.respawn("echo")
+    await wait_ready(server, generation=2)
+    assert len(spawner.launches) == 2
+
+
+async def test_a_spawner_that_refuses_for_good_parks_the_server_without_a_process(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    async def refuse(
+        command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str | None
+    ) -> ChildProcess:
+        raise SpawnError("no such sandbox", permanent=True)
+
+    supervisor = await make_supervisor({"echo": python_server(ECHO)}, spawn=refuse)
+    server = supervisor.server("echo")
+    await wait_state(server, ServerState.PARKED)
+
+    assert server.parked_reason == "no such sandbox"
+    assert server.pid is None and server.generation == 1
+
+
+async def test_the_stop_contract_waits_its_graces_on_the_injected_clock() -> None:
+    clock = FakeClock()
+    timing = StopTiming(stdin_close_grace=2.0, sigterm_grace=2.0, sigkill_settle=1.0)
+    child = await spawn_ready(DEAF_TO_EOF)
+    notes: list[str] = []
+    stop = asyncio.ensure_future(child.stop(timing, notes.append, clock))
+
+    # stdin is closed and the contract waits out its grace on the fake clock.
+    await wait_until(lambda: clock.sleepers == 1, what="the stdin-close grace to start")
+    clock.advance(timing.stdin_close_grace - 0.5)
+    assert clock.sleepers == 1 and child.is_alive() and not stop.done()
+
+    clock.advance(0.5)  # the grace is over: SIGTERM the group
+    await asyncio.wait_for(stop, 10)
+    assert child.returncode == 0  # it exited through its SIGTERM handler
+    assert notes == []  # no escalation to SIGKILL was needed
+
+
+async def test_a_child_that_ignores_sigterm_is_killed_when_the_clock_says_so() -> None:
+    clock = FakeClock()
+    timing = StopTiming(stdin_close_grace=2.0, sigterm_grace=2.0, sigkill_settle=1.0)
+    child = await spawn_ready(STUBBORN)
+    notes: list[str] = []
+    stop = asyncio.ensure_future(child.stop(timing, notes.append, clock))
+
+    await wait_until(lambda: clock.sleepers == 1, what="the stdin-close grace to start")
+    clock.advance(timing.stdin_close_grace)
+    # SIGTERM sent and shrugged off: the contract re-checks the group until its grace ends.
+    assert await asyncio.wait_for(child.stdout.readline(), 10) == b"term\n"
+    assert child.is_alive() and not stop.done()
+    clock.advance(timing.sigterm_grace)
+    await asyncio.wait_for(stop, 10)
+    assert child.returncode == -signal.SIGKILL
+    assert any("sending SIGKILL" in note for note in notes)
