@@ -47,25 +47,16 @@ def human_bytes(value: int | None) -> str:
     return ""
 
 
-def human_uptime(seconds: float) -> str:
-    """Seconds only in the first minute: a table of servers should not
-    repaint every second to say they are still up."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-
-
-def human_age(seconds: float | None) -> str:
+def human_duration(seconds: float | None, *, precise: bool) -> str:
+    """An age or an uptime. Not ``precise``: minutes only after the first minute,
+    so a table of servers does not repaint every second to say they are still up."""
     if seconds is None:
         return ""
     seconds = max(0, int(seconds))
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
+        return f"{seconds // 60} min {seconds % 60:02d} s" if precise else f"{seconds // 60} min"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
@@ -242,7 +233,7 @@ class ServersModel(RowModel):
             return server.breaker.value
         if column == "uptime":
             started = server.started_at
-            return human_uptime(self._now - started) if started else ""
+            return human_duration(self._now - started, precise=False) if started else ""
         if column == "cpu":
             cpu = usage.cpu_percent if usage else None
             return "" if cpu is None else f"{cpu:.1f}"
@@ -291,7 +282,7 @@ class WorkersModel(RowModel):
         if column == "client_name":
             return client_display_name(row.client_name)
         if column == "age":
-            return human_age(self._age(row))
+            return human_duration(self._age(row), precise=True)
         if column == "ttl_seconds":
             return f"{row.ttl_seconds:g} s"
         if column == "status":

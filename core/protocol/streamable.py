@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -207,6 +207,17 @@ class HttpSession:
             self.handler.on_close()
 
 
+class _Exchange(NamedTuple):
+    """One HTTP request to the endpoint, and the session its header names."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    headers: Mapping[str, str]
+    session_id: str | None
+    session: HttpSession | None
+
+
 class StreamableHttp:
     """The ASGI side: sessions by id, one ``Handler`` per session."""
 
@@ -249,10 +260,11 @@ class StreamableHttp:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
+        exchange = _Exchange(scope, receive, send, headers, session_id, session)
         if method == "POST":
-            await self._post(scope, receive, send, headers, session_id, session)
+            await self._post(exchange)
         elif method == "GET":
-            await self._get(scope, receive, send, headers, session_id, session)
+            await self._get(exchange)
         elif method == "DELETE":
             if session is None:
                 await _error(
@@ -270,15 +282,8 @@ class StreamableHttp:
                 {"allow": "GET, POST, DELETE"},
             )
 
-    async def _post(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        headers: Mapping[str, str],
-        session_id: str | None,
-        session: HttpSession | None,
-    ) -> None:
+    async def _post(self, exchange: "_Exchange") -> None:
+        scope, receive, send, headers, session_id, session = exchange
         body = await _read_body(receive)
         if body is None:
             await _error(
@@ -380,15 +385,8 @@ class StreamableHttp:
             session.last_active = time.monotonic()
         await ctx.finish(response)
 
-    async def _get(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        headers: Mapping[str, str],
-        session_id: str | None,
-        session: HttpSession | None,
-    ) -> None:
+    async def _get(self, exchange: "_Exchange") -> None:
+        _, receive, send, headers, session_id, session = exchange
         if session is None:
             await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return

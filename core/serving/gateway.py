@@ -33,6 +33,7 @@ from core.protocol.streamable import (
     StreamableHttp,
 )
 from core.serving.sessions import ClientSession, SessionTable
+from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 
@@ -271,8 +272,10 @@ class GatewayConnection:
             result = await self.server.request(
                 method,
                 params,
-                on_progress=ctx.progress if ctx.progress_token is not None else None,
-                on_server_request=ctx.send_request,
+                Caller(
+                    on_progress=ctx.progress if ctx.progress_token is not None else None,
+                    on_server_request=ctx.send_request,
+                ),
             )
         except CallError as exc:
             if isinstance(exc, SessionTripped):

@@ -6,21 +6,74 @@ the call path's ``on_call_done`` hook.
 """
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from core.base.snapshot import TraySnapshot
-from core.base.states import ServerState
+from core.base.snapshot import ServerSnapshot, TraySnapshot
+from core.base.states import BreakerState, ServerState
+
+ServerStats = tuple[int, int, int]
+#: One family per server figure: name, type, help, and how to read it.
+_PER_SERVER: Final[
+    tuple[
+        tuple[
+            str,
+            type[GaugeMetricFamily] | type[CounterMetricFamily],
+            str,
+            Callable[[ServerSnapshot, ServerStats], float],
+        ],
+        ...,
+    ]
+] = (
+    (
+        "mcp_tray_server_generation",
+        GaugeMetricFamily,
+        "spawn counter of each server",
+        lambda server, _: server.generation,
+    ),
+    (
+        "mcp_tray_server_restarts",
+        CounterMetricFamily,
+        "respawns of each server",
+        lambda server, _: server.restarts,
+    ),
+    (
+        "mcp_tray_server_breaker_open",
+        GaugeMetricFamily,
+        "1 when the server breaker is not closed",
+        lambda server, _: 0.0 if server.breaker is BreakerState.CLOSED else 1.0,
+    ),
+    (
+        "mcp_tray_calls",
+        CounterMetricFamily,
+        "requests forwarded to each server",
+        lambda _, stats: stats[0],
+    ),
+    (
+        "mcp_tray_call_failures",
+        CounterMetricFamily,
+        "forwarded requests that failed",
+        lambda _, stats: stats[1],
+    ),
+    (
+        "mcp_tray_respawns_requested",
+        CounterMetricFamily,
+        "respawns that calls finding the child dead asked for (at most one per call)",
+        lambda _, stats: stats[2],
+    ),
+)
 
 
-class _SnapshotCollector(Collector):
+class SnapshotCollector(Collector):
+    """Gauges and counters read from the live snapshot at scrape time."""
+
     def __init__(
         self,
         snapshot: Callable[[], TraySnapshot],
-        stats: Callable[[], dict[str, tuple[int, int, int]]],
+        stats: Callable[[], dict[str, ServerStats]],
         sessions: Callable[[], list[dict[str, Any]]],
         workers: Callable[[], list[dict[str, Any]]],
     ) -> None:
@@ -34,42 +87,18 @@ class _SnapshotCollector(Collector):
         state = GaugeMetricFamily(
             "mcp_tray_server_state", "1 for the state each server is in", labels=["server", "state"]
         )
-        generation = GaugeMetricFamily(
-            "mcp_tray_server_generation", "spawn counter of each server", labels=["server"]
-        )
-        restarts = CounterMetricFamily(
-            "mcp_tray_server_restarts", "respawns of each server", labels=["server"]
-        )
-        breaker = GaugeMetricFamily(
-            "mcp_tray_server_breaker_open",
-            "1 when the server breaker is not closed",
-            labels=["server"],
-        )
-        calls = CounterMetricFamily(
-            "mcp_tray_calls", "requests forwarded to each server", labels=["server"]
-        )
-        failures = CounterMetricFamily(
-            "mcp_tray_call_failures", "forwarded requests that failed", labels=["server"]
-        )
-        respawns_asked = CounterMetricFamily(
-            "mcp_tray_respawns_requested",
-            "respawns that calls finding the child dead asked for (at most one per call)",
-            labels=["server"],
-        )
-        stats = self._stats()
         for server in snap.servers:
             for candidate in ServerState:
                 state.add_metric(
                     [server.name, candidate.value], 1.0 if candidate is server.state else 0.0
                 )
-            generation.add_metric([server.name], server.generation)
-            restarts.add_metric([server.name], server.restarts)
-            breaker.add_metric([server.name], 0.0 if server.breaker.value == "closed" else 1.0)
-            made, failed, asked = stats.get(server.name, (0, 0, 0))
-            calls.add_metric([server.name], made)
-            failures.add_metric([server.name], failed)
-            respawns_asked.add_metric([server.name], asked)
-        yield from (state, generation, restarts, breaker, calls, failures, respawns_asked)
+        yield state
+        stats = self._stats()
+        for name, kind, text, value in _PER_SERVER:
+            family = kind(name, text, labels=["server"])
+            for server in snap.servers:
+                family.add_metric([server.name], value(server, stats.get(server.name, (0, 0, 0))))
+            yield family
 
         tripped = GaugeMetricFamily(
             "mcp_tray_session_tripped",
@@ -96,15 +125,9 @@ class _SnapshotCollector(Collector):
 
 
 class Metrics:
-    def __init__(
-        self,
-        snapshot: Callable[[], TraySnapshot],
-        stats: Callable[[], dict[str, tuple[int, int, int]]],
-        sessions: Callable[[], list[dict[str, Any]]],
-        workers: Callable[[], list[dict[str, Any]]],
-    ) -> None:
+    def __init__(self, snapshot: "SnapshotCollector") -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_SnapshotCollector(snapshot, stats, sessions, workers))
+        self.registry.register(snapshot)
         self.latency = Histogram(
             "mcp_tray_call_seconds",
             "latency of requests forwarded to servers (call path included)",

@@ -22,7 +22,7 @@ from core.registry.worker_watch import WorkerWatch
 from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
-from core.serving.metrics import Metrics
+from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
 from core.serving.sessions import SessionTable
 from core.settings.config import TrayConfig
@@ -68,13 +68,15 @@ class TrayService:
             on_close=self._session_closed,
         )
         self._metrics = Metrics(
-            self.supervisor.snapshot,
-            lambda: {
-                s.name: (s.calls, s.failures, s.respawn_requests)
-                for s in self.supervisor.all_servers()
-            },
-            self.sessions_json,
-            self.workers_json,
+            SnapshotCollector(
+                self.supervisor.snapshot,
+                lambda: {
+                    s.name: (s.calls, s.failures, s.respawn_requests)
+                    for s in self.supervisor.all_servers()
+                },
+                self.sessions_json,
+                self.workers_json,
+            )
         )
         self.supervisor.on_call_done = self._metrics.observe
         self.stats = ProcessStats(

@@ -32,14 +32,11 @@ class RuntimeInfo:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RuntimeInfo":
-        return cls(
-            pid=int(data["pid"]),
-            port=int(data["port"]),
-            url=str(data["url"]),
-            version=str(data["version"]),
-            owner=str(data.get("owner", "")),
-            started_at=float(data.get("started_at", 0.0)),
-        )
+        port = int(data["port"])
+        # The URL is rebuilt from the port, never read: whatever the file says,
+        # the CLI and bridges send the token to loopback only.
+        owner, started = str(data.get("owner", "")), float(data.get("started_at", 0.0))
+        return cls(int(data["pid"]), port, loopback_url(port), str(data["version"]), owner, started)
 
 
 class Instance:
@@ -67,7 +64,7 @@ class Instance:
         info = RuntimeInfo(
             pid=os.getpid(),
             port=port,
-            url=f"http://127.0.0.1:{port}",
+            url=loopback_url(port),
             version=__version__,
             owner=owner,
             started_at=time.time(),
@@ -113,6 +110,10 @@ def _lock_held(lock: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def loopback_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
 
 
 def new_token() -> str:

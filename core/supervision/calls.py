@@ -28,8 +28,8 @@ from core.base.errors import (
     UpstreamError,
 )
 from core.base.states import ServerState
-from core.protocol.jsonrpc import REQUEST_TIMEOUT, ProgressFn
-from core.supervision.routing import ServerRequestRouter
+from core.protocol.jsonrpc import REQUEST_TIMEOUT
+from core.supervision.routing import Caller
 from core.supervision.run import Run
 
 if TYPE_CHECKING:
@@ -72,13 +72,7 @@ class CallPath:
         self._server = server
 
     async def request(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        timeout: float | None = None,
-        on_progress: ProgressFn | None = None,
-        on_server_request: ServerRequestRouter | None = None,
+        self, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
         """Forward one request (DESIGN 3.3). Raises ``CallError``."""
         server = self._server
@@ -100,10 +94,10 @@ class CallPath:
             server.failures += 1
             raise refusal
         before = breaker.state
-        call_id = server.routing.open_call(on_server_request)
+        call_id = server.routing.open_call(caller.on_server_request)
         started = time.perf_counter()
         try:
-            result = await self._deliver(method, params, timeout, on_progress)
+            result = await self._deliver(method, params, caller)
         except CallError as exc:
             server.failures += 1
             server.call_done(method, started, ok=False)
@@ -128,11 +122,7 @@ class CallPath:
         return result
 
     async def _deliver(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        on_progress: ProgressFn | None,
+        self, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
         server = self._server
         timing = server.timing
@@ -158,7 +148,7 @@ class CallPath:
             respawned = True
             run = await self._await_fresh(dead)
         try:
-            return await self._send(run, method, params, timeout, on_progress)
+            return await self._send(run, method, params, caller)
         except ConnectionLost:
             await self._confirm_dead(run)
         # Mid-call race: the child died with the call in flight.
@@ -172,7 +162,7 @@ class CallPath:
             )
         retry_run = await self._await_fresh(run)
         try:
-            return await self._send(retry_run, method, params, timeout, on_progress)
+            return await self._send(retry_run, method, params, caller)
         except ConnectionLost:
             await self._confirm_dead(retry_run)
             raise ExitedAgain(
@@ -180,19 +170,15 @@ class CallPath:
             ) from None
 
     async def _send(
-        self,
-        run: Run,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        on_progress: ProgressFn | None,
+        self, run: Run, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
         upstream = run.upstream
         if upstream is None:
             raise ConnectionLost("no upstream session")
+        timeout = caller.timeout
         try:
             result = await upstream.request(
-                method, params, timeout=timeout, on_progress=on_progress
+                method, params, timeout=timeout, on_progress=caller.on_progress
             )
         except RpcError as exc:
             if exc.code == REQUEST_TIMEOUT:

@@ -8,14 +8,31 @@ replayed on every new child, so a respawn does not silently drop them.
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from core.base.errors import ConnectionLost, RpcError
-from core.protocol.jsonrpc import METHOD_NOT_FOUND
+from core.protocol.jsonrpc import METHOD_NOT_FOUND, ProgressFn
 from core.supervision.upstream import Upstream
 
 ServerRequestRouter = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 NotificationListener = Callable[[str, str, Mapping[str, Any] | None], None]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a forwarded request is for, and where what belongs to it goes."""
+
+    #: Seconds the server gets to answer (None: as long as it takes).
+    timeout: float | None = None
+    #: Receives the server's progress notifications of this request.
+    on_progress: ProgressFn | None = None
+    #: Answers the server's own requests (sampling, elicitation, roots) made for this call.
+    on_server_request: ServerRequestRouter | None = None
+
+
+#: A request on mcp-tray's own behalf (the CLI, the API): no client behind it.
+NO_CALLER: Final = Caller()
 
 
 class Routing:

@@ -22,7 +22,6 @@ from core.base.clock import Clock
 from core.base.errors import InvalidTransition
 from core.base.snapshot import AlertKind, Event, EventKind, ServerSnapshot
 from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
-from core.protocol.jsonrpc import ProgressFn
 from core.settings.config import ServerConfig
 from core.supervision.breakers import ServerBreaker
 from core.supervision.calls import CallPath
@@ -30,7 +29,7 @@ from core.supervision.catalog import Catalog
 from core.supervision.child import ChildProcess, Spawner
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
-from core.supervision.routing import Routing, ServerRequestRouter
+from core.supervision.routing import NO_CALLER, Caller, Routing
 from core.supervision.run import Run, Timing
 from core.supervision.runloop import RunLoop
 
@@ -267,28 +266,18 @@ class ManagedServer:
             self.on_call_done(self.name, method, time.perf_counter() - started, ok)
 
     async def request(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        timeout: float | None = None,
-        on_progress: ProgressFn | None = None,
-        on_server_request: ServerRequestRouter | None = None,
+        self, method: str, params: Mapping[str, Any] | None, caller: Caller = NO_CALLER
     ) -> dict[str, Any]:
         """Forward one request through the call path (DESIGN 3.3). Raises ``CallError``."""
-        return await self.calls_path.request(
-            method,
-            params,
-            timeout=timeout,
-            on_progress=on_progress,
-            on_server_request=on_server_request,
-        )
+        return await self.calls_path.request(method, params, caller)
 
     async def call_tool(
         self, tool: str, arguments: Mapping[str, Any] | None, *, timeout: float | None = None
     ) -> dict[str, Any]:
         return await self.request(
-            "tools/call", {"name": tool, "arguments": dict(arguments or {})}, timeout=timeout
+            "tools/call",
+            {"name": tool, "arguments": dict(arguments or {})},
+            Caller(timeout=timeout),
         )
 
     async def notify_upstream(self, method: str, params: Mapping[str, Any] | None) -> None:
