@@ -46,6 +46,42 @@ same interleaved blocks as the three clients above:
   child. Its added time over raw-direct is the tray's own cost without the
   SDK's streamable-HTTP client.
 
+The peer rows (default on; ``--no-peers`` skips them) put two other stdio ->
+HTTP gateways in front of the same server, each with its own echo.py child
+(``tests/servers/echo.py`` on this bench's interpreter, i.e. the project's
+venv and its 2.x SDK), so mcp-tray's added p50 can be compared in one run:
+
+* supergateway (npm ``supergateway``, pinned SUPERGATEWAY_VERSION):
+  ``node .../supergateway/dist/index.js --stdio "PYTHON echo.py"
+  --outputTransport streamableHttp --stateful --port 0 --logLevel none``.
+  Stateful, because its stateless mode spawns a new echo.py for every POST;
+  it replies to POSTs as SSE streams. It listens on every interface (it has
+  no host option), so it and echo.py get a minimal environment
+  (PEER_ENV_KEYS). It runs on the machine's Node if that is >= 20 (its
+  engines), else on npm's ``node@^22`` installed next to it;
+* mcp-proxy (PyPI ``mcp-proxy``, sparfenyuk's, pinned MCP_PROXY_VERSION): it
+  needs the 1.x MCP SDK, so it has a venv of its own;
+  ``mcp-proxy --port 0 --log-level WARNING -- PYTHON echo.py`` serves
+  streamable HTTP (stateful, JSON replies) on 127.0.0.1 at ``/mcp``.
+
+Both are called with the same client kind as the gateway row (the SDK's
+``streamable_http_client`` over httpx2, without the tray's token), in the
+same interleaved blocks with the same warm-up and call counts, and the
+report says whether mcp-tray's added p50 (gateway and bridge) is below both
+peers'. Their per-message logging is turned down (it is on by default in
+both). Each binds port 0; the bench reads the port it listens on from the
+OS (psutil). They are installed on first use into the gitignored cache
+folder ``.bench-peers/`` (``node/``: ``npm install`` with its cache in
+``npm-cache/``; ``mcp-proxy-venv/``: ``python -m venv`` + ``pip install``;
+install logs next to them, peer logs in ``logs/``), never globally; a peer
+that cannot be installed (npm or PyPI unreachable) or started is skipped
+with a one-line note.
+
+Every process the bench starts is stopped on exit, on Ctrl+C and on
+SIGTERM: the tray, the relay and the peers each lead a process group of
+their own; a peer's descendants are also waited for (and killed if they
+linger), since supergateway puts echo.py in a group of its own.
+
 Target (issue): < 1 ms p50 added over direct, for the gateway and the
 bridge. Figures are reported, not asserted: the exit code is 0 unless the
 bench itself breaks. Run: .venv/bin/python bench/gateway.py --calls 2000
@@ -61,6 +97,8 @@ import json
 import os
 import platform
 import re
+import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -68,9 +106,11 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import version as package_version
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any, Final
 from urllib.parse import urlsplit
 
@@ -121,6 +161,27 @@ INITIALIZED: Final = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 RELAY_READY_SECONDS: Final = 30.0
 #: How long an echo.py child gets to exit after its stdin closes.
 CHILD_STOP_SECONDS: Final = 5.0
+#: The peer rows (see the module docstring): other stdio -> HTTP gateways, same echo.py.
+PEER_CLIENTS: Final = ("supergateway", "mcp-proxy")
+#: Where the peers are installed on first use (gitignored); nothing is installed globally.
+PEERS_CACHE: Final = ROOT / ".bench-peers"
+SUPERGATEWAY_VERSION: Final = "4.0.0"
+MCP_PROXY_VERSION: Final = "0.13.0"
+#: supergateway's package.json: engines.node >= 20. Below that npm's node@22 comes with it.
+NODE_MIN_MAJOR: Final = 20
+NODE_PACKAGE: Final = "node@^22"
+#: Bound on one install step (npm install, python -m venv, pip install).
+INSTALL_SECONDS: Final = 600.0
+#: Bound on a peer's start-up (listening on its port).
+PEER_READY_SECONDS: Final = 60.0
+#: The only variables a peer process inherits. supergateway listens on every
+#: interface (it has no host option) and hands its environment to echo.py, whose
+#: getenv tool would answer anyone who can reach the port: nothing of the user's
+#: environment goes there.
+PEER_ENV_KEYS: Final = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+#: The telling line of a failed install: npm's first error line that is more than a
+#: bare code, pip's first ERROR line.
+_INSTALL_ERROR_RE: Final = re.compile(r"^npm error (?!(code|syscall|errno) \S+$)\S|^ERROR: ")
 #: The tray's call-path histogram for this server's tools/call.
 _METRIC_RE: Final = re.compile(
     r'^mcp_tray_call_seconds_(sum|count)\{(?=[^}]*method="tools/call")(?=[^}]*server="echo")[^}]*\}'
@@ -131,6 +192,10 @@ _METRIC_RE: Final = re.compile(
 
 class BenchError(Exception):
     pass
+
+
+class PeerUnavailable(Exception):
+    """A peer cannot be installed or started: its row is skipped with a one-line note."""
 
 
 # ------------------------------------------------------------------ the tray
@@ -501,6 +566,361 @@ class RawHttpClient:
         return json.loads(body)
 
 
+# ------------------------------------------------------ the peers: install, processes
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    """How to run one peer gateway in front of echo.py (installed, not yet started)."""
+
+    name: str
+    #: Versions, for the report, e.g. "supergateway 4.0.0 (Node v20.20.2, ...)".
+    describe: str
+    #: Its transport as the bench's client sees it.
+    transport: str
+    command: tuple[str, ...]
+    #: The MCP endpoint's path on the port the peer listens on.
+    path: str
+
+
+def _peer_env() -> dict[str, str]:
+    return {key: os.environ[key] for key in PEER_ENV_KEYS if key in os.environ}
+
+
+def _log_line(path: Path, prefer: re.Pattern[str] | None = None) -> str:
+    """The most telling line of a log: the first matching ``prefer``, else the last."""
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        if prefer is not None:
+            for line in lines:
+                if prefer.search(line):
+                    return line
+        if lines:
+            return lines[-1]
+    return "(no output)"
+
+
+def _install(command: list[str], cwd: Path, env: dict[str, str], log: Path, what: str) -> None:
+    """One install step in its own process group, bounded; on Ctrl+C or a timeout its whole
+    group is stopped. Raises PeerUnavailable (one line) when it fails."""
+    with log.open("wb") as out:
+        try:
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise PeerUnavailable(f"{what}: {exc}") from None
+        try:
+            code: int | None = process.wait(INSTALL_SECONDS)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            if process.poll() is None:
+                _stop_group(process, 5.0, group_term=True)
+    if code != 0:
+        outcome = f"exit {code}" if code is not None else f"no end within {INSTALL_SECONDS:g} s"
+        detail = _log_line(log, prefer=_INSTALL_ERROR_RE)
+        raise PeerUnavailable(f"{what} failed ({outcome}): {detail} [log: {log}]")
+
+
+def _stop_group(process: subprocess.Popen[Any], grace: float, *, group_term: bool) -> None:
+    """SIGTERM the leader of a process group this bench started (or the whole group, with
+    ``group_term``); SIGKILL the group if the leader lingers."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group_term:
+            os.killpg(process.pid, signal.SIGTERM)
+        else:
+            process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+def _node_version(node: str) -> tuple[int, str] | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        probe = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        text = probe.stdout.strip()
+        major = text.lstrip("v").split(".")[0]
+        if probe.returncode == 0 and major.isdigit():
+            return int(major), text
+    return None
+
+
+def _npm_version(folder: Path, package: str) -> str:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        manifest = folder / "node_modules" / package / "package.json"
+        return str(json.loads(manifest.read_text())["version"])
+    return "?"
+
+
+def ensure_supergateway() -> PeerSpec:
+    """supergateway, installed into .bench-peers/node once (with a Node 22 if the
+    machine's Node is older than supergateway's engines)."""
+    folder = PEERS_CACHE / "node"
+    entry = folder / "node_modules" / "supergateway" / "dist" / "index.js"
+    bundled_node = folder / "node_modules" / "node" / "bin" / "node"
+    system_node = shutil.which("node")
+    system = _node_version(system_node) if system_node else None
+    need_node = system is None or system[0] < NODE_MIN_MAJOR
+    packages = [f"supergateway@{SUPERGATEWAY_VERSION}", *([NODE_PACKAGE] if need_node else [])]
+    stamp = folder / ".installed"
+    wanted = " ".join(packages)
+    installed = stamp.exists() and stamp.read_text().strip() == wanted
+    if not (installed and entry.exists() and (bundled_node.exists() or not need_node)):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise PeerUnavailable("npm is not on PATH (install Node.js and npm)")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_text(
+            json.dumps(
+                {
+                    "name": "mcp-tray-bench-peers",
+                    "private": True,
+                    "description": "Peer gateways for bench/gateway.py",
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        env = dict(os.environ)
+        env.update(
+            npm_config_cache=str(PEERS_CACHE / "npm-cache"),
+            npm_config_update_notifier="false",
+            npm_config_fund="false",
+            npm_config_audit="false",
+            npm_config_loglevel="warn",
+            # An unreachable registry fails in seconds, not minutes.
+            npm_config_fetch_retries="1",
+        )
+        # The node@22 package's bin comes first, so its install script runs on Node 22 too.
+        env["PATH"] = f"{folder / 'node_modules' / '.bin'}{os.pathsep}{env.get('PATH', '')}"
+        print(f"bench: installing {wanted} into {folder} (first use)", file=sys.stderr)
+        _install(
+            [npm, "install", "--save-exact", *packages],
+            folder,
+            env,
+            PEERS_CACHE / "npm-install.log",
+            f"npm install {wanted}",
+        )
+        if not entry.exists() or (need_node and not bundled_node.exists()):
+            raise PeerUnavailable(f"npm install {wanted} left no {entry.name} or node behind")
+        stamp.write_text(wanted + "\n")
+    node = str(bundled_node) if need_node else str(system_node)
+    found = _node_version(node)
+    if found is None or found[0] < NODE_MIN_MAJOR:
+        raise PeerUnavailable(f"{node} is not Node >= {NODE_MIN_MAJOR}")
+    sdk = _npm_version(folder, "@modelcontextprotocol/sdk")
+    return PeerSpec(
+        "supergateway",
+        f"supergateway {_npm_version(folder, 'supergateway')} (Node {found[1]}, "
+        f"@modelcontextprotocol/sdk {sdk})",
+        # Stateless mode spawns a new echo.py for every POST; stateful keeps one per session.
+        "streamable HTTP, --stateful, replies as SSE",
+        (
+            node,
+            str(entry),
+            "--stdio",
+            shlex.join([sys.executable, str(ECHO_SCRIPT)]),
+            "--outputTransport",
+            "streamableHttp",
+            "--stateful",
+            "--port",
+            "0",
+            # Its default (info) logs every message both ways.
+            "--logLevel",
+            "none",
+        ),
+        "/mcp",
+    )
+
+
+def ensure_mcp_proxy() -> PeerSpec:
+    """mcp-proxy (sparfenyuk), in its own venv .bench-peers/mcp-proxy-venv (it needs the 1.x
+    MCP SDK); echo.py itself still runs on this bench's interpreter (the 2.x SDK)."""
+    venv = PEERS_CACHE / "mcp-proxy-venv"
+    python = venv / "bin" / "python"
+    exe = venv / "bin" / "mcp-proxy"
+    stamp = venv / ".installed"
+    wanted = f"mcp-proxy=={MCP_PROXY_VERSION}"
+    installed = stamp.exists() and stamp.read_text().strip() == wanted
+    if not (installed and exe.exists()):
+        PEERS_CACHE.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        if not python.exists():
+            print(f"bench: creating {venv} (first use)", file=sys.stderr)
+            _install(
+                [sys.executable, "-m", "venv", str(venv)],
+                ROOT,
+                env,
+                PEERS_CACHE / "venv-create.log",
+                f"python -m venv {venv}",
+            )
+        print(f"bench: installing {wanted} into {venv} (first use)", file=sys.stderr)
+        _install(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--retries",
+                "1",
+                wanted,
+            ],
+            ROOT,
+            env,
+            PEERS_CACHE / "pip-install.log",
+            f"pip install {wanted}",
+        )
+        if not exe.exists():
+            raise PeerUnavailable(f"pip install {wanted} left no {exe} behind")
+        stamp.write_text(wanted + "\n")
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, sys; "
+            "print(m.version('mcp-proxy'), m.version('mcp'), sys.version.split()[0])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_peer_env(),
+    )
+    parts = probe.stdout.split()
+    if probe.returncode != 0 or len(parts) != 3:
+        raise PeerUnavailable(f"{python} cannot import mcp-proxy: {probe.stderr.strip()[-200:]}")
+    return PeerSpec(
+        "mcp-proxy",
+        f"mcp-proxy {parts[0]} (mcp SDK {parts[1]}, Python {parts[2]}, own venv)",
+        # One stdio session upstream, the SDK 1.x StreamableHTTPSessionManager (stateful,
+        # JSON responses) in front.
+        "streamable HTTP, stateful, JSON replies",
+        (
+            str(exe),
+            "--port",
+            "0",
+            # Its default (INFO) also has uvicorn log every request.
+            "--log-level",
+            "WARNING",
+            "--",
+            sys.executable,
+            str(ECHO_SCRIPT),
+        ),
+        "/mcp",
+    )
+
+
+def prepare_peers(notes: list[str]) -> list[PeerSpec]:
+    """Every peer that is installed (or installs now); a one-line note for each that is not."""
+    specs: list[PeerSpec] = []
+    for name, ensure in (("supergateway", ensure_supergateway), ("mcp-proxy", ensure_mcp_proxy)):
+        try:
+            specs.append(ensure())
+        except PeerUnavailable as exc:
+            notes.append(f"{name} skipped: {exc}")
+    return specs
+
+
+class Peer:
+    """A peer gateway process, in its own process group; always stopped by ``stop``."""
+
+    def __init__(self, spec: PeerSpec) -> None:
+        self.spec = spec
+        self.log = PEERS_CACHE / "logs" / f"{spec.name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = self.log.open("wb")
+        self.process = subprocess.Popen(
+            self.spec.command,
+            cwd=ROOT,
+            env=_peer_env(),
+            # A pipe nobody writes to: supergateway stops when it closes, so even a
+            # SIGKILLed bench does not leave it running.
+            stdin=subprocess.PIPE,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    async def wait_url(self) -> str:
+        """The peer's MCP URL, once its process listens (``--port 0``: the port it picked)."""
+        assert self.process is not None
+        leader = psutil.Process(self.process.pid)
+        deadline = time.monotonic() + PEER_READY_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise PeerUnavailable(
+                    f"it exited with {self.process.returncode} during start-up "
+                    f"({_log_line(self.log)}) [log: {self.log}]"
+                )
+            with contextlib.suppress(psutil.Error):
+                for conn in leader.net_connections(kind="tcp"):
+                    if conn.status == psutil.CONN_LISTEN and conn.laddr:
+                        return f"http://127.0.0.1:{conn.laddr.port}{self.spec.path}"
+            await asyncio.sleep(0.05)
+        raise PeerUnavailable(
+            f"it did not listen within {PEER_READY_SECONDS:g} s [log: {self.log}]"
+        )
+
+    def echo_process(self) -> psutil.Process | None:
+        """Its echo.py child (the innermost process running echo.py), if there is one."""
+        assert self.process is not None
+        with contextlib.suppress(psutil.Error):
+            found = []
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if str(ECHO_SCRIPT) in child.cmdline():
+                        found.append(child)
+            if len(found) == 1:
+                return found[0]
+        return None
+
+    def stop(self) -> None:
+        """SIGTERM (it stops its echo.py), SIGKILL its group if it lingers, and then any of
+        its descendants still alive (supergateway puts echo.py in a group of its own)."""
+        process = self.process
+        if process is None:
+            return
+        try:
+            descendants: list[psutil.Process] = []
+            with contextlib.suppress(psutil.Error):
+                descendants = psutil.Process(process.pid).children(recursive=True)
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
+            if process.poll() is None:
+                _stop_group(process, STOP_SECONDS, group_term=False)
+            _, alive = psutil.wait_procs(descendants, timeout=CHILD_STOP_SECONDS)
+            for leftover in alive:
+                print(
+                    f"bench: {self.spec.name} left pid {leftover.pid} behind; killing it",
+                    file=sys.stderr,
+                )
+                with contextlib.suppress(psutil.Error):
+                    leftover.kill()
+        finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+
 # ------------------------------------------------------------- the clients
 
 
@@ -651,8 +1071,82 @@ async def _floor_clients(
     }
 
 
+def _one_line(exc: BaseException) -> str:
+    """The innermost error of an exception (group), on one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split())
+    if isinstance(exc, PeerUnavailable | BenchError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def _peer_client(
+    stack: contextlib.AsyncExitStack,
+    spec: PeerSpec,
+    http: httpx2.AsyncClient,
+    me: psutil.Process,
+) -> Client:
+    """A started peer and an initialized SDK streamable-HTTP session to it; the peer is
+    stopped when ``stack`` closes (after the session)."""
+    peer = Peer(spec)
+    stack.callback(peer.stop)
+    peer.start()
+    url = await peer.wait_url()
+    session, _ = await _session(stack, streamable_http_client(url, http_client=http))
+    assert peer.process is not None
+    return Client(
+        spec.name,
+        _sdk_call(session),
+        _check,
+        _roles(
+            {
+                "client": me,
+                spec.name: psutil.Process(peer.process.pid),
+                "echo.py": peer.echo_process(),
+            }
+        ),
+    )
+
+
+async def _peer_clients(
+    stack: contextlib.AsyncExitStack,
+    peers: list[PeerSpec],
+    me: psutil.Process,
+    notes: list[str],
+) -> dict[str, Client]:
+    """One client per peer that starts; a peer that does not start is stopped at once and
+    gets a one-line note instead of a row."""
+    if not peers:
+        return {}
+    # No Authorization header: the tray's token never goes to a peer.
+    http = await stack.enter_async_context(httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)))
+    clients: dict[str, Client] = {}
+    for spec in peers:
+        # Its own stack: a peer that fails is unwound now, before anything else is entered.
+        peer_stack = contextlib.AsyncExitStack()
+        try:
+            clients[spec.name] = await _peer_client(peer_stack, spec, http, me)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await peer_stack.aclose()
+            notes.append(f"{spec.name} skipped: it did not start: {_one_line(exc)}")
+            continue
+        except BaseException:
+            await peer_stack.aclose()
+            raise
+        stack.push_async_callback(peer_stack.aclose)
+    return clients
+
+
 async def measure(
-    tray: Tray, calls: int, warmup: int, block: int, floor: bool
+    tray: Tray,
+    calls: int,
+    warmup: int,
+    block: int,
+    floor: bool,
+    peers: list[PeerSpec],
+    notes: list[str],
 ) -> dict[str, Client]:
     logs = tray.home / "client-stderr.log"
     async with contextlib.AsyncExitStack() as stack:
@@ -722,6 +1216,8 @@ async def measure(
                 through_tray=True,
             ),
         }
+        # The peers after mcp-tray's sessions, each in front of its own echo.py.
+        clients.update(await _peer_clients(stack, peers, me, notes))
         if floor:
             # After the SDK sessions: _session tells its spawned child by the bench's children.
             clients.update(await _floor_clients(stack, tray, errlog, me, tray_process, tray_echo))
@@ -776,16 +1272,59 @@ class Stats:
 def _row(name: str, count: int, s: Stats, base: Stats | None, label: str = "") -> str:
     added = f"   {s.p50 - base.p50:>+8.3f} {s.p95 - base.p95:>+8.3f}" if base is not None else ""
     return (
-        f"  {name:<11} {count:>6} {s.p50:>8.3f} {s.p95:>8.3f} {s.p99:>8.3f} {s.mean:>8.3f}"
+        f"  {name:<12} {count:>6} {s.p50:>8.3f} {s.p95:>8.3f} {s.p99:>8.3f} {s.mean:>8.3f}"
         f"{added}{'   ' + label if label else ''}"
     ).rstrip()
 
 
-def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float) -> None:
+def _peer_report(
+    stats: dict[str, Stats], peers: list[PeerSpec], notes: list[str], enabled: bool
+) -> None:
+    """What each peer is and how it was launched, and mcp-tray's added p50 against theirs."""
+    if not enabled:
+        print("  peer rows: off (--no-peers)")
+        return
+    base = stats["direct"]
+    measured = [spec for spec in peers if spec.name in stats]
+    print(
+        "  peer rows: other stdio -> HTTP gateways, each in front of its own echo.py (the same "
+        "script on the same interpreter), called with the same client kind as the gateway row "
+        f"(mcp SDK {package_version('mcp')} streamable_http_client over httpx2), in the same "
+        "blocks, with the same warm-up and call counts:"
+    )
+    for spec in measured:
+        print(f"    {spec.name}: {spec.describe}, {spec.transport}")
+        print(f"      $ {shlex.join(spec.command)}")
+    for note in notes:
+        print(f"    note: {note}")
+    if not measured:
+        print("    (no peer row this run)")
+        return
+    added = {spec.name: stats[spec.name].p50 - base.p50 for spec in measured}
+    theirs = ", ".join(f"{name} {value:+.3f}" for name, value in added.items())
+    both = "both peers" if len(added) == 2 else "the one peer measured"
+    print("  mcp-tray vs peers, added p50 over direct:")
+    for name in ("gateway", "bridge"):
+        ours = stats[name].p50 - base.p50
+        below = all(ours < value for value in added.values())
+        print(
+            f"    {'YES' if below else 'NO ':<3}  mcp-tray {name} added p50 {ours:+.3f} ms is "
+            f"{'' if below else 'not '}below {both} ({theirs} ms)"
+        )
+
+
+def report(
+    clients: dict[str, Client],
+    args: argparse.Namespace,
+    seconds: float,
+    peers: list[PeerSpec],
+    notes: list[str],
+) -> None:
     stats = {name: Stats.of(client.samples) for name, client in clients.items()}
     base = stats["direct"]
     floor = all(name in clients for name in FLOOR_CLIENTS)
-    names = [name for name in (*CLIENTS, *FLOOR_CLIENTS) if name in clients]
+    names = [name for name in (*CLIENTS, *PEER_CLIENTS, *FLOOR_CLIENTS) if name in clients]
+    transports = {spec.name: spec.transport for spec in peers}
     rotated = names[1:] + names[:1]
     print("mcp-tray gateway latency: tools/call of a trivial echo tool (tests/servers/echo.py)")
     print(
@@ -800,19 +1339,24 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
     print(f"  run took {seconds:.1f} s")
     print()
     header = (
-        f"  {'client':<11} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
+        f"  {'client':<12} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
         f"   {'+p50 ms':>8} {'+p95 ms':>8}"
     )
     print(header + "   (added over direct)")
-    for name in CLIENTS:
+    for name in (*CLIENTS, *PEER_CLIENTS):
+        if name not in clients:
+            continue
         print(
             _row(
                 name,
                 len(clients[name].samples),
                 stats[name],
                 base if name != "direct" else None,
+                f"peer: {transports[name]}" if name in transports else "",
             )
         )
+    print()
+    _peer_report(stats, peers, notes, args.peers)
     if floor:
         raw = stats["raw-direct"]
         print()
@@ -864,7 +1408,7 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
             f"{role} {seconds / count * 1000:.3f}" for role, seconds in client.cpu.items()
         )
         total = sum(client.cpu.values()) / count * 1000
-        print(f"    {name:<11} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
+        print(f"    {name:<12} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
     print()
     print("  where the mean goes (tray /metrics: time inside ManagedServer.request per call):")
     for name in names:
@@ -873,7 +1417,7 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
             continue
         if client.tray_calls != len(client.samples) or not client.tray_calls:
             print(
-                f"    {name:<11} n/a (the tray counted {client.tray_calls} calls, "
+                f"    {name:<12} n/a (the tray counted {client.tray_calls} calls, "
                 f"the bench made {len(client.samples)})"
             )
             continue
@@ -881,7 +1425,7 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
         outside = stats[name].mean - inside
         reference = "raw-direct" if name.startswith("raw-") else "direct"
         print(
-            f"    {name:<11} call path {inside:.3f} ms ({reference} round trip "
+            f"    {name:<12} call path {inside:.3f} ms ({reference} round trip "
             f"{stats[reference].mean:.3f} ms), everything else {outside:.3f} ms"
         )
     print()
@@ -901,7 +1445,23 @@ def report(clients: dict[str, Client], args: argparse.Namespace, seconds: float)
     )
     if not args.floor:
         extra += " --no-floor"
+    if not args.peers:
+        extra += " --no-peers"
     print(f"  reproduce: .venv/bin/python bench/gateway.py --calls {args.calls}{extra}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl+C, so every ``finally`` runs and every process is stopped."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -924,6 +1484,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="skip the floor rows (raw-direct, raw-hop, raw-gateway: raw clients, no SDK)",
     )
+    parser.add_argument(
+        "--no-peers",
+        dest="peers",
+        action="store_false",
+        help="skip the peer rows (supergateway, mcp-proxy: installed into .bench-peers/ on "
+        "first use)",
+    )
     # Internal: the floor's relay process (see _relay).
     parser.add_argument("--relay-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -934,13 +1501,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--calls and --block must be >= 1, --warmup >= 0")
     profile = args.tray_profile.resolve() if args.tray_profile else None
 
-    with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as home:
+    notes: list[str] = []
+    with _sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as home:
         tray = Tray(Path(home), profile)
         started = time.perf_counter()
         try:
+            # Installed (on first use) before anything runs, so installs are not timed.
+            peers = prepare_peers(notes) if args.peers else []
+            started = time.perf_counter()
             tray.start()
             tray.wait_ready()
-            clients = asyncio.run(measure(tray, args.calls, args.warmup, args.block, args.floor))
+            clients = asyncio.run(
+                measure(tray, args.calls, args.warmup, args.block, args.floor, peers, notes)
+            )
+        except KeyboardInterrupt:
+            print("\nbench: interrupted; stopping everything it started", file=sys.stderr)
+            tray.stop()
+            return 130
         except Exception as exc:
             if not isinstance(exc, BenchError):
                 traceback.print_exc()
@@ -952,7 +1529,7 @@ def main(argv: list[str] | None = None) -> int:
             # Idempotent: on success this is the one stop; on error it was stopped above.
             code = tray.stop()
         elapsed = time.perf_counter() - started
-    report(clients, args, elapsed)
+    report(clients, args, elapsed, peers, notes)
     if code not in (0, None):
         print(f"  note: the tray exited with {code} on SIGTERM (expected 0)")
     if profile is not None:

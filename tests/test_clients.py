@@ -9,7 +9,6 @@ twice, and the second run must change nothing. The keyring is the test one.
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from core.cli.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
 from core.settings.config import load_config
 from core.settings.secrets import get_secret
+from tests.cli_support import run_mcp_tray
 from tests.fake_keyring import FileKeyring
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients"
@@ -27,7 +27,7 @@ SOURCES = {
 }
 
 
-@pytest.mark.parametrize("client", ["claude", "claude-code", "cursor", "vscode"])
+@pytest.mark.parametrize("client", ["claude", "claude-code", "cursor", "vscode", "inspector"])
 def test_a_bridge_snippet_is_in_the_clients_own_format(client: str) -> None:
     snippet = json.loads(json.dumps(client_snippet(client, ["echo", "notes"])))
     key = "servers" if client == "vscode" else "mcpServers"
@@ -36,7 +36,7 @@ def test_a_bridge_snippet_is_in_the_clients_own_format(client: str) -> None:
     assert entry["args"] == ["connect", "echo"]
     assert Path(entry["command"]).name == "mcp-tray"
     assert entry["env"]["MCP_TRAY_CLIENT"]
-    if client in ("vscode", "claude-code"):
+    if client in ("vscode", "claude-code", "inspector"):
         assert entry["type"] == "stdio"
 
 
@@ -46,6 +46,13 @@ def test_an_http_snippet_points_at_the_gateway_with_the_token(client: str) -> No
     entry = next(iter(snippet.values()))["echo"]
     assert entry["url"] == "http://127.0.0.1:4321/mcp/echo"
     assert entry["headers"] == {"Authorization": "Bearer t0k"}
+
+
+def test_the_inspector_gets_the_url_shape_it_does_not_rewrite() -> None:
+    snippet = client_snippet("inspector", ["echo"], http_url="http://127.0.0.1:4321", token="t0k")
+    entry = snippet["mcpServers"]["echo"]
+    assert entry["type"] == "streamable-http"
+    assert entry["url"] == "http://127.0.0.1:4321/echo/mcp"
 
 
 def test_claude_desktop_gets_no_http_snippet() -> None:
@@ -131,15 +138,7 @@ def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.Comp
     from tests.gateway_support import bridge_env
 
     env = bridge_env(default_paths({"MCP_TRAY_HOME": str(home)}))
-    return subprocess.run(
-        [sys.executable, "-m", "core.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
+    return run_mcp_tray(env, *args, stdin=stdin)
 
 
 def test_the_import_command_merges_a_client_file_without_prompting_when_not_interactive(

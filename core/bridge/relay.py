@@ -11,12 +11,13 @@ translation.
 import asyncio
 import contextlib
 import json
+from collections.abc import Coroutine
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from core.base.errors import HttpError
 from core.bridge.http1 import Pool, Response
-from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
+from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 
 #: At stdin EOF, how long requests already sent may still deliver answers.
 DRAIN_SECONDS: Final = 2.0
@@ -40,6 +41,10 @@ class Relay:
         self.protocol_version: str | None = None
         self._get_stream: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Set once the initialize answer is in (None before any initialize).
+        self._initialized: asyncio.Event | None = None
+        #: The number of the last line read that belongs to the session.
+        self._seq = 0
 
     async def aclose(self) -> None:
         if self._get_stream is not None:
@@ -79,26 +84,48 @@ class Relay:
             await self._out.drain()
 
     def submit(self, line: bytes) -> None:
-        task = asyncio.get_running_loop().create_task(self._forward(line))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _forward(self, line: bytes) -> None:
+        """Relay one stdin line; lines are numbered in the order they were read."""
         try:
             message = json.loads(line)
-        except ValueError:
-            await self.emit(
-                _error(None, -32700, "Parse error: the bridge got a line that is not JSON")
+        except (ValueError, RecursionError):
+            self._spawn(
+                self.emit(
+                    _error(None, -32700, "Parse error: the bridge got a line that is not JSON")
+                )
             )
             return
         is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
+        seq: int | None = None
+        if is_initialize:
+            # Whatever the client sends before the answer waits for it: only
+            # then is there a session to send it in (a ping included).
+            self._initialized = asyncio.Event()
+        else:
+            self._seq += 1
+            seq = self._seq
+        self._spawn(self._forward(line.strip(), message, seq, self._initialized))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _forward(
+        self, line: bytes, message: Any, seq: int | None, initialized: asyncio.Event | None
+    ) -> None:
+        is_initialize = seq is None
         request_id = (
-            message.get("id") if isinstance(message, dict) and "method" in message else None
+            message.get("id")
+            if isinstance(message, dict) and "method" in message and "id" in message
+            else None
         )
+        if not is_initialize and initialized is not None:
+            await initialized.wait()
+        headers = self._session_headers()
+        if seq is not None and self.session_id is not None:
+            headers[SEQUENCE_HEADER] = str(seq)
         try:
-            async with self._pool.request(
-                "POST", self.path, self._session_headers(), line.strip()
-            ) as reply:
+            async with self._pool.request("POST", self.path, headers, line) as reply:
                 if is_initialize:
                     self.session_id = reply.headers.get(SESSION_HEADER)
                 content_type = reply.headers.get("content-type", "")
@@ -108,14 +135,12 @@ class Relay:
                 body = await reply.read()
                 if reply.status == 202:
                     return
-                if body:
-                    if is_initialize and reply.status == 200:
+                if reply.status == 200 and body:
+                    if is_initialize:
                         self._note_version(body)
                     await self.emit(body)
                 elif request_id is not None:
-                    await self.emit(
-                        _error(request_id, -32603, f"mcp-tray answered HTTP {reply.status}")
-                    )
+                    await self.emit(_answer_for(request_id, reply.status, body))
         except (HttpError, OSError) as exc:
             if request_id is not None:
                 await self.emit(
@@ -127,8 +152,11 @@ class Relay:
                 )
             return
         finally:
-            if is_initialize and self.session_id and self._get_stream is None:
-                self._get_stream = asyncio.get_running_loop().create_task(self._listen())
+            if is_initialize:
+                if initialized is not None:
+                    initialized.set()
+                if self.session_id and self._get_stream is None:
+                    self._get_stream = asyncio.get_running_loop().create_task(self._listen())
 
     def _note_version(self, body: bytes) -> None:
         with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -162,6 +190,26 @@ class Relay:
             except (HttpError, OSError):
                 pass
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
+
+
+def _answer_for(request_id: Any, status: int, body: bytes) -> bytes:
+    """An error reply the client can match to its request, whatever the gateway sent."""
+    with contextlib.suppress(ValueError, RecursionError):
+        reply = json.loads(body)
+        error = reply.get("error") if isinstance(reply, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            code = error.get("code")
+            return _error(
+                request_id,
+                code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+                error["message"],
+            )
+        if isinstance(reply, dict) and isinstance(reply.get("error"), str):
+            return _error(request_id, -32603, f"mcp-tray: {reply['error']}")
+    text = body.decode("utf-8", errors="replace").strip()[:200]
+    return _error(
+        request_id, -32603, f"mcp-tray answered HTTP {status}" + (f": {text}" if text else "")
+    )
 
 
 def _error(request_id: Any, code: int, message: str) -> bytes:

@@ -30,6 +30,13 @@ CLIENT_NAMES: Final = {
     "claude-code": "claude-code",
     "cursor": "cursor",
     "vscode": "vscode",
+    "inspector": "mcp-inspector",
+}
+#: What each client calls the "type" of an entry, where it wants one.
+ENTRY_TYPES: Final = {
+    "claude-code": ("stdio", "http"),
+    "vscode": ("stdio", "http"),
+    "inspector": ("stdio", "streamable-http"),
 }
 SECRET_KEY_RE: Final = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
@@ -47,19 +54,18 @@ def client_snippet(
                 "args": [*launcher[1:], "connect", name],
                 "env": {CLIENT_NAME_ENV: CLIENT_NAMES[client]},
             }
-            if client in ("claude-code", "vscode"):
-                entry = {"type": "stdio", **entry}
+            if client in ENTRY_TYPES:
+                entry = {"type": ENTRY_TYPES[client][0], **entry}
         else:
             if client == "claude":
                 raise SnippetError(
                     "Claude Desktop's config launches stdio servers only: use --bridge (the default)"
                 )
-            entry = {
-                "url": f"{http_url}/mcp/{name}",
-                "headers": {"Authorization": f"Bearer {token}"},
-            }
-            if client in ("claude-code", "vscode"):
-                entry = {"type": "http", **entry}
+            # The MCP Inspector rewrites any URL that does not end in /mcp.
+            path = f"/{name}/mcp" if client == "inspector" else f"/mcp/{name}"
+            entry = {"url": http_url + path, "headers": {"Authorization": f"Bearer {token}"}}
+            if client in ENTRY_TYPES:
+                entry = {"type": ENTRY_TYPES[client][1], **entry}
         entries[name] = entry
     key = "servers" if client == "vscode" else "mcpServers"
     return {key: entries}

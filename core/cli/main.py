@@ -112,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     client_config = commands.add_parser(
         "client-config", help="print the snippet that points a client at mcp-tray"
     )
-    client_config.add_argument("client", choices=["claude", "claude-code", "cursor", "vscode"])
+    client_config.add_argument(
+        "client", choices=["claude", "claude-code", "cursor", "vscode", "inspector"]
+    )
     mode = client_config.add_mutually_exclusive_group()
     mode.add_argument(
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"

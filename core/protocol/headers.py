@@ -15,3 +15,6 @@ PROTOCOL_HEADER: Final = "mcp-protocol-version"
 CLIENT_HEADER: Final = "x-mcp-tray-client"
 #: mcp-tray's own: the bridge's worker row, so the session links to it.
 WORKER_HEADER: Final = "x-mcp-tray-worker"
+#: mcp-tray's own: the order in which a bridge read the messages it POSTs
+#: (concurrent POSTs may arrive in any order; the gateway restores this one).
+SEQUENCE_HEADER: Final = "x-mcp-tray-seq"

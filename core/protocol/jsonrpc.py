@@ -9,14 +9,15 @@ the SDK's.
 
 import asyncio
 import json
-from collections.abc import Awaitable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from core.base.errors import RpcError
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 #: MCP's own code for a request that ran out of time.
 REQUEST_TIMEOUT: Final = -32001
@@ -24,17 +25,20 @@ REQUEST_TIMEOUT: Final = -32001
 #: Revisions reachable through the initialize handshake, oldest first.
 HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+#: The one revision whose streamable HTTP allows JSON-RPC batches.
+BATCH_PROTOCOL_VERSIONS: Final = ("2025-03-26",)
 
 
-class ProgressFn(Protocol):
-    """Receives ``notifications/progress`` of one request."""
-
-    def __call__(
-        self, progress: float, total: float | None, message: str | None
-    ) -> Awaitable[None]: ...
+#: Receives the params of each ``notifications/progress`` of one request, as sent.
+ProgressFn = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
-def dumps(message: Mapping[str, Any]) -> bytes:
+def valid_id(value: object) -> bool:
+    """A request id MCP allows: a string or a number (never null, never a bool)."""
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def dumps(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -1,20 +1,31 @@
-"""A lean server side of MCP streamable HTTP (the handshake era, 2024-11-05 to 2025-11-25).
+"""A lean server side of MCP streamable HTTP, the handshake era (2024-11-05 to 2025-11-25).
 
 Why not the SDK's ``StreamableHTTPServerTransport``: it answers every POST
 with an SSE stream through several task groups and memory streams, which
 cost ~6 ms per call on a small machine, and a gateway in front of every
 tool call must add well under a millisecond. This one answers a request
 with a plain JSON body unless something related to it has to reach the
-client first (progress, a sampling or elicitation request): only then does
-the response become an SSE stream, which the spec lets the server choose
-per response.
+client first (progress, a log message, a sampling or elicitation request):
+only then does the response become an SSE stream, which the spec lets the
+server choose per response.
 
-    POST    one JSON-RPC message: a request (JSON or SSE reply), or a
-            notification / response (202). ``initialize`` opens a session
-            and returns ``Mcp-Session-Id``; everything else needs it.
+    POST    JSON-RPC: a request (JSON or SSE reply), a notification or a
+            response (202), or in a 2025-03-26 session a batch of them.
+            ``initialize`` opens a session and returns ``Mcp-Session-Id``;
+            everything else needs it.
     GET     the session's standalone SSE stream, for messages not tied to a
             request (list_changed, resources/updated, log messages).
     DELETE  ends the session.
+
+Checked on every request, in this order: the MCP-Protocol-Version header,
+Content-Type (415) and Accept (406), the body size (413), JSON (400 parse
+error), JSON-RPC shape (400 invalid request / invalid params). A request the
+client cancels is not answered (its POST ends with an empty stream).
+
+Messages from one client may arrive over several connections at once. A
+client that needs them handled in the order it sent them (the stdio bridge)
+numbers them with ``x-mcp-tray-seq``; the session then dispatches them in
+that order (a gap is waited for at most ``SEQUENCE_GAP_SECONDS``).
 """
 
 import asyncio
@@ -30,15 +41,18 @@ from typing import Any, Final, NamedTuple, Protocol
 from starlette.types import Message, Receive, Scope, Send
 
 from core.base.errors import RpcError
-from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
+from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 from core.protocol.jsonrpc import (
+    BATCH_PROTOCOL_VERSIONS,
     HANDSHAKE_PROTOCOL_VERSIONS,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     dumps,
     error_message,
     settle,
+    valid_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -51,8 +65,17 @@ SESSION_REAP_INTERVAL_SECONDS: Final = 60.0
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 #: How long a server->client request waits for the client's answer.
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
-#: Largest request body accepted (a tool call with a big argument is legal).
-MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+#: Largest request body accepted unless the config says otherwise.
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+#: A numbered message waits at most this long for the ones before it.
+SEQUENCE_GAP_SECONDS: Final = 10.0
+#: Told to clients in SSE streams: how long to wait before reconnecting.
+SSE_RETRY_MS: Final = 1000
+#: The first revision whose SSE streams carry event ids and a priming event.
+PRIMED_STREAMS_SINCE: Final = "2025-11-25"
+
+JSON_TYPE: Final = "application/json"
+SSE_TYPE: Final = "text/event-stream"
 
 
 class Handler(Protocol):
@@ -67,71 +90,106 @@ class Handler(Protocol):
     def on_close(self) -> None: ...
 
 
-class RequestContext:
-    """One client request in flight: where related messages go.
+class Reply:
+    """One POST's answer: a JSON body (one response, or a batch's array) unless
+    something related has to reach the client first; then an SSE stream.
 
-    The reply is a plain JSON body unless something related (progress, a
-    server->client request) has to reach the client first: the first such
-    message turns the reply into an SSE stream, written by a task that is
-    only created then, so the common call costs no extra task at all.
+    The stream is written by a task that is only created when needed, so the
+    common call costs no extra task at all.
     """
+
+    def __init__(
+        self, send: Send, session_id: str, expected: int, *, batch: bool, stream_id: str | None
+    ) -> None:
+        self._send = send
+        self._session_id = session_id
+        #: Set where the session's revision has SSE event ids (2025-11-25 on):
+        #: the stream then opens with a priming event and a retry interval.
+        self._stream_id = stream_id
+        self._events = itertools.count(1)
+        self._expected = expected
+        self._batch = batch
+        self._responses: list[dict[str, Any]] = []
+        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self._queue is not None
+
+    def related(self, message: dict[str, Any]) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.get_running_loop().create_task(self._stream(self._queue))
+        self._queue.put_nowait(message)
+
+    async def _stream(self, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
+        await _start_sse(self._send, self._session_id)
+        if self._stream_id is not None:
+            priming = f"id: {self._stream_id}/0\nretry: {SSE_RETRY_MS}\ndata: \n\n"
+            await self._send(
+                {"type": "http.response.body", "body": priming.encode(), "more_body": True}
+            )
+        while (item := await queue.get()) is not None:
+            event_id = (
+                None if self._stream_id is None else f"{self._stream_id}/{next(self._events)}"
+            )
+            await _event(self._send, item, event_id)
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def respond(self, response: dict[str, Any] | None) -> None:
+        """One request's response (None: cancelled, not answered); the last one ends the reply."""
+        self._expected -= 1
+        if response is not None:
+            if self._queue is not None:
+                self._queue.put_nowait(response)
+            else:
+                self._responses.append(response)
+        if self._expected > 0:
+            return
+        if self._queue is not None and self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+        elif not self._responses:
+            # Every request was cancelled: the spec says not to answer, and a
+            # POST of a request still needs a reply, so an empty stream ends it.
+            await _start_sse(self._send, self._session_id)
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            body = dumps(self._responses) if self._batch else dumps(self._responses[0])
+            await _respond(self._send, 200, body, JSON_TYPE, {SESSION_HEADER: self._session_id})
+
+
+class RequestContext:
+    """One client request in flight: where its related messages go."""
 
     def __init__(
         self,
         session: "HttpSession",
         request_id: Any,
         params: Mapping[str, Any] | None,
-        send: Send | None = None,
+        reply: Reply | None,
     ) -> None:
         self.session = session
         self.request_id = request_id
-        meta = (params or {}).get("_meta") or {}
+        meta = params.get("_meta") if isinstance(params, dict) else None
         self.progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
-        self._send = send
-        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self.reply = reply
 
     def related(self, message: dict[str, Any]) -> None:
-        if self._send is None:
-            return  # initialize: no stream to carry it
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._writer = asyncio.get_running_loop().create_task(
-                self._stream(self._send, self._queue)
-            )
-        self._queue.put_nowait(message)
+        """A message that belongs with this request (progress, a log line, a server request)."""
+        if self.reply is not None:
+            self.reply.related(message)
+        else:
+            # initialize has no stream to carry anything: the session's GET stream does.
+            self.session.post(message)
 
-    async def _stream(self, send: Send, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
-        await _start_sse(send, self.session.id)
-        while (item := await queue.get()) is not None:
-            await _event(send, item)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def finish(self, response: dict[str, Any]) -> None:
-        """Send the response: the JSON body, or the last event of the stream."""
-        assert self._send is not None
-        if self._queue is None or self._writer is None:
-            await _respond(
-                self._send,
-                200,
-                dumps(response),
-                "application/json",
-                {SESSION_HEADER: self.session.id},
-            )
-            return
-        self._queue.put_nowait(response)
-        self._queue.put_nowait(None)
-        await self._writer
-
-    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+    async def progress(self, params: Mapping[str, Any]) -> None:
+        """The server's progress, passed on as it came, under the client's own token."""
         if self.progress_token is None:
             return
-        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        self.related({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        forwarded = {**params, "progressToken": self.progress_token}
+        self.related({"jsonrpc": "2.0", "method": "notifications/progress", "params": forwarded})
 
     async def send_request(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """A server->client request on this request's stream (sampling, elicitation, roots)."""
@@ -147,21 +205,36 @@ class HttpSession:
         self._client_requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._next_seq = 1
+        self._turn = asyncio.Condition()
+        self._streams = itertools.count(1)
         self.last_active = time.monotonic()
         self.closed = False
+
+    def stream_id(self) -> str | None:
+        """An id for a new SSE stream, where the session's revision numbers its events."""
+        if self.protocol_version < PRIMED_STREAMS_SINCE:
+            return None
+        return str(next(self._streams))
 
     @property
     def streaming(self) -> bool:
         """The client holds the standalone GET stream open."""
         return self._stream is not None
 
-    def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
-        """A notification not tied to a request: the GET stream, if the client opened one."""
+    def post(self, message: dict[str, Any]) -> bool:
+        """A message for the GET stream; False when the client has none open."""
+        if self._stream is None:
+            return False
+        self._stream.put_nowait(message)
+        return True
+
+    def notify(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        """A notification not tied to a request, on the GET stream if the client opened one."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        if self._stream is not None:
-            self._stream.put_nowait(message)
+        return self.post(message)
 
     async def client_request(
         self, method: str, params: Mapping[str, Any] | None, *, via: RequestContext | None = None
@@ -175,9 +248,7 @@ class HttpSession:
         try:
             if via is not None:
                 via.related(message)
-            elif self._stream is not None:
-                self._stream.put_nowait(message)
-            else:
+            elif not self.post(message):
                 raise RpcError(
                     INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
                 )
@@ -191,6 +262,25 @@ class HttpSession:
         future = self._client_requests.get(str(message.get("id")))
         if future is not None:
             settle(future, message)
+
+    async def wait_turn(self, seq: int | None) -> None:
+        """Hold a numbered message until the ones numbered before it were dispatched."""
+        if seq is None:
+            return
+        async with self._turn:
+            try:
+                await asyncio.wait_for(
+                    self._turn.wait_for(lambda: self._next_seq >= seq), SEQUENCE_GAP_SECONDS
+                )
+            except TimeoutError:
+                logger.warning("session %s: message %d waited for a gap; going on", self.id, seq)
+
+    async def done_turn(self, seq: int | None) -> None:
+        if seq is None:
+            return
+        async with self._turn:
+            self._next_seq = max(self._next_seq, seq + 1)
+            self._turn.notify_all()
 
     def close(self) -> None:
         if self.closed:
@@ -221,8 +311,14 @@ class _Exchange(NamedTuple):
 class StreamableHttp:
     """The ASGI side: sessions by id, one ``Handler`` per session."""
 
-    def __init__(self, handler_factory: Callable[[HttpSession, Scope], Handler | None]) -> None:
+    def __init__(
+        self,
+        handler_factory: Callable[[HttpSession, Scope], Handler | None],
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
         self._factory = handler_factory
+        self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, HttpSession] = {}
         self._reaper: asyncio.Task[None] | None = None
 
@@ -260,6 +356,16 @@ class StreamableHttp:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
+        version = headers.get(PROTOCOL_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _error(
+                send,
+                400,
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version {version!r} "
+                f"(supported: {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            )
+            return
         exchange = _Exchange(scope, receive, send, headers, session_id, session)
         if method == "POST":
             await self._post(exchange)
@@ -272,7 +378,7 @@ class StreamableHttp:
                 )
                 return
             self._end(session)
-            await _respond(send, 200, b"", "application/json")
+            await _respond(send, 200, b"", JSON_TYPE)
         else:
             await _error(
                 send,
@@ -282,115 +388,190 @@ class StreamableHttp:
                 {"allow": "GET, POST, DELETE"},
             )
 
-    async def _post(self, exchange: "_Exchange") -> None:
-        scope, receive, send, headers, session_id, session = exchange
-        body = await _read_body(receive)
+    async def _post(self, exchange: _Exchange) -> None:
+        _, receive, send, headers, session_id, session = exchange
+        problem = _content_problem(headers)
+        if problem is not None:
+            status, text = problem
+            await _error(send, status, INVALID_REQUEST, text)
+            return
+        body = await _read_body(receive, self.max_body_bytes)
         if body is None:
             await _error(
-                send, 413, INVALID_REQUEST, f"request body larger than {MAX_BODY_BYTES} bytes"
+                send,
+                413,
+                INVALID_REQUEST,
+                f"Payload Too Large: request bodies are limited to {self.max_body_bytes} bytes "
+                "(gateway.max_body_bytes in the config raises it)",
             )
             return
         try:
             message = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             await _error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
             return
         if isinstance(message, list):
-            await _error(
-                send,
-                400,
-                INVALID_REQUEST,
-                "JSON-RPC batches are not supported; send one message per POST",
-            )
+            await self._batch(exchange, message)
             return
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            await _error(send, 400, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+        problem_message = _shape_problem(message)
+        if problem_message is not None:
+            await _respond(send, 400, dumps(problem_message), JSON_TYPE)
             return
         method = message.get("method")
         is_request = isinstance(method, str) and "id" in message
-        if is_request and method == "initialize" and session_id is None:
-            await self._initialize(scope, send, message)
+        if is_request and method == "initialize":
+            if session_id is None:
+                await self._initialize(exchange, message)
+            else:
+                await _error(
+                    send,
+                    400,
+                    INVALID_REQUEST,
+                    "Bad Request: this session is already initialized; "
+                    "start a new session (without Mcp-Session-Id) to initialize again",
+                    request_id=message["id"],
+                )
             return
         if session is None:
             await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
         session.last_active = time.monotonic()
-        version = headers.get(PROTOCOL_HEADER)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        seq = _sequence(headers)
+        if is_request:
+            reply = Reply(send, session.id, 1, batch=False, stream_id=session.stream_id())
+            await self._request(session, message, reply, seq)
+            return
+        # Handled before the 202, so a client that waits for it knows its
+        # notification (a cancellation, roots/list_changed) took effect.
+        await self._one_way(session, message, seq)
+        await _respond(send, 202, b"", JSON_TYPE)
+
+    async def _batch(self, exchange: _Exchange, messages: list[Any]) -> None:
+        """A JSON-RPC batch: allowed by 2025-03-26 only (later revisions removed it)."""
+        send, session_id, session = exchange.send, exchange.session_id, exchange.session
+        if session is None:
+            await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
+            return
+        if session.protocol_version not in BATCH_PROTOCOL_VERSIONS:
             await _error(
-                send, 400, INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version!r}"
+                send,
+                400,
+                INVALID_REQUEST,
+                f"JSON-RPC batches are not part of MCP {session.protocol_version}; "
+                "send one message per POST",
             )
             return
-        if is_request:
-            assert isinstance(method, str)
-            await self._request(send, receive, session, message, method)
+        if not messages:
+            await _error(send, 400, INVALID_REQUEST, "an empty JSON-RPC batch")
             return
-        await _respond(send, 202, b"", "application/json")
-        if isinstance(method, str):
-            if method == "notifications/cancelled":
-                task = session.in_flight.get((message.get("params") or {}).get("requestId"))
+        problems = [_shape_problem(item) for item in messages]
+        requests = [
+            item
+            for item, problem in zip(messages, problems, strict=True)
+            if problem is None and isinstance(item.get("method"), str) and "id" in item
+        ]
+        if any(item.get("method") == "initialize" for item in requests):
+            await _error(send, 400, INVALID_REQUEST, "initialize must not be part of a batch")
+            return
+        session.last_active = time.monotonic()
+        rejected = [problem for problem in problems if problem is not None]
+        reply = Reply(send, session.id, len(requests) + len(rejected), batch=True, stream_id=None)
+        for item, problem in zip(messages, problems, strict=True):
+            if problem is None and item not in requests:
+                await self._one_way(session, item, None)
+        for problem in rejected:
+            await reply.respond(problem)
+        if not requests and not rejected:
+            await _respond(send, 202, b"", JSON_TYPE)
+            return
+        await asyncio.gather(*(self._request(session, item, reply, None) for item in requests))
+
+    async def _one_way(
+        self, session: HttpSession, message: dict[str, Any], seq: int | None
+    ) -> None:
+        """A notification or a response from the client (already answered with 202)."""
+        await session.wait_turn(seq)
+        method = message.get("method")
+        params = message.get("params")
+        try:
+            if not isinstance(method, str):
+                session.client_answered(message)
+            elif method == "notifications/cancelled":
+                request_id = params.get("requestId") if isinstance(params, dict) else None
+                task = session.in_flight.get(request_id) if valid_id(request_id) else None
                 if task is not None:
                     task.cancel()
-            elif session.handler is not None:
-                try:
-                    await session.handler.on_notification(method, message.get("params"))
-                except Exception:
-                    logger.exception("notification %s failed", method)
-        else:
-            session.client_answered(message)
+        finally:
+            await session.done_turn(seq)
+        if isinstance(method, str) and method != "notifications/cancelled" and session.handler:
+            try:
+                await session.handler.on_notification(
+                    method, params if isinstance(params, dict) else None
+                )
+            except Exception:
+                logger.exception("notification %s failed", method)
 
-    async def _initialize(self, scope: Scope, send: Send, message: dict[str, Any]) -> None:
+    async def _initialize(self, exchange: _Exchange, message: dict[str, Any]) -> None:
+        send = exchange.send
         params = message.get("params") or {}
-        requested = params.get("protocolVersion") if isinstance(params, dict) else None
+        if not isinstance(params, dict):
+            problem = error_message(message["id"], INVALID_PARAMS, "params must be a JSON object")
+            await _respond(send, 400, dumps(problem), JSON_TYPE)
+            return
+        requested = params.get("protocolVersion")
         version = (
             requested
             if requested in HANDSHAKE_PROTOCOL_VERSIONS
             else HANDSHAKE_PROTOCOL_VERSIONS[-1]
         )
         session = HttpSession(uuid.uuid4().hex, version)
-        handler = self._factory(session, scope)
+        handler = self._factory(session, exchange.scope)
         if handler is None:
             await _error(send, 404, INVALID_REQUEST, "no such server")
             return
         session.handler = handler
-        ctx = RequestContext(session, message["id"], params)
+        ctx = RequestContext(session, message["id"], params, None)
         response = await _run(handler, ctx, "initialize", params)
-        if "error" in response:
-            await _respond(send, 200, dumps(response), "application/json")
+        if response is None or "error" in response:
+            await _respond(send, 200, dumps(response or {}), JSON_TYPE)
             session.close()
             return
-        response["result"]["protocolVersion"] = version
+        # The handler may settle on an older version both sides speak; the
+        # transport still only speaks the handshake versions it knows.
+        result = response["result"]
+        if result.get("protocolVersion") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            result["protocolVersion"] = version
+        session.protocol_version = result["protocolVersion"]
         self.sessions[session.id] = session
-        await _respond(send, 200, dumps(response), "application/json", {SESSION_HEADER: session.id})
+        await _respond(send, 200, dumps(response), JSON_TYPE, {SESSION_HEADER: session.id})
 
     async def _request(
-        self,
-        send: Send,
-        receive: Receive,
-        session: HttpSession,
-        message: dict[str, Any],
-        method: str,
+        self, session: HttpSession, message: dict[str, Any], reply: Reply, seq: int | None
     ) -> None:
         handler = session.handler
         assert handler is not None
-        ctx = RequestContext(session, message["id"], message.get("params"), send)
+        request_id = message["id"]
+        params = message.get("params")
+        ctx = RequestContext(session, request_id, params, reply)
         task = asyncio.current_task()
         assert task is not None
-        # notifications/cancelled cancels this very task; _run turns that into an answer.
-        session.in_flight[message["id"]] = task
+        await session.wait_turn(seq)
+        # notifications/cancelled cancels this very task; _run then answers nothing.
+        session.in_flight[request_id] = task
+        await session.done_turn(seq)
         try:
-            response = await _run(handler, ctx, method, message.get("params"))
+            response = await _run(handler, ctx, message["method"], params)
         finally:
-            session.in_flight.pop(message["id"], None)
+            session.in_flight.pop(request_id, None)
             session.last_active = time.monotonic()
-        await ctx.finish(response)
+        await reply.respond(response)
 
-    async def _get(self, exchange: "_Exchange") -> None:
+    async def _get(self, exchange: _Exchange) -> None:
         _, receive, send, headers, session_id, session = exchange
         if session is None:
             await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
-        if "text/event-stream" not in headers.get("accept", ""):
+        if not _accepts(headers, SSE_TYPE):
             await _error(
                 send,
                 406,
@@ -441,17 +622,26 @@ class StreamableHttp:
             session.last_active = time.monotonic()
 
 
-async def _run(handler: Handler, ctx: RequestContext, method: str, params: Any) -> dict[str, Any]:
-    """The response message for one request; handler errors become JSON-RPC errors."""
+async def _run(
+    handler: Handler, ctx: RequestContext, method: str, params: Any
+) -> dict[str, Any] | None:
+    """The response message for one request (None when it was cancelled)."""
+    if params is not None and not isinstance(params, dict):
+        return error_message(ctx.request_id, INVALID_PARAMS, "params must be a JSON object")
     try:
-        result = await handler.on_request(ctx, method, params if isinstance(params, dict) else None)
+        result = await handler.on_request(ctx, method, params)
     except RpcError as exc:
         return error_message(ctx.request_id, exc.code, exc.message, exc.data)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None:
-            task.uncancel()  # answered: the cancel request is consumed here
-        return error_message(ctx.request_id, INTERNAL_ERROR, "request cancelled")
+            task.uncancel()  # consumed here
+        if ctx.session.closed:
+            # The session ended under the request (DELETE, idle, shutdown): say so.
+            return error_message(
+                ctx.request_id, INTERNAL_ERROR, "request cancelled: the session ended"
+            )
+        return None  # the client cancelled it: receivers of a cancellation do not answer
     except Exception as exc:
         logger.exception("request %s failed", method)
         return error_message(
@@ -460,13 +650,65 @@ async def _run(handler: Handler, ctx: RequestContext, method: str, params: Any) 
     return {"jsonrpc": "2.0", "id": ctx.request_id, "result": result}
 
 
+def _shape_problem(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error for a message that is not a usable JSON-RPC 2.0 message."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return error_message(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    if "id" in message and not valid_id(message["id"]):
+        return error_message(
+            None, INVALID_REQUEST, "Invalid Request: an id must be a string or a number"
+        )
+    method = message.get("method")
+    if "method" in message and not isinstance(method, str):
+        return error_message(
+            message.get("id"), INVALID_REQUEST, "Invalid Request: method must be a string"
+        )
+    if method is None and "id" not in message:
+        return error_message(
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: neither a request, a notification nor a response",
+        )
+    return None
+
+
+def _content_problem(headers: Mapping[str, str]) -> tuple[int, str] | None:
+    content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != JSON_TYPE:
+        return 415, (
+            f"Unsupported Media Type: the body must be {JSON_TYPE} "
+            f"(Content-Type was {content_type or 'missing'})"
+        )
+    if not (_accepts(headers, JSON_TYPE) and _accepts(headers, SSE_TYPE)):
+        return 406, (
+            f"Not Acceptable: the client must accept both {JSON_TYPE} and {SSE_TYPE} "
+            f"(Accept was {headers.get('accept') or 'missing'})"
+        )
+    return None
+
+
+def _accepts(headers: Mapping[str, str], media_type: str) -> bool:
+    kind = media_type.split("/", 1)[0]
+    offered = {
+        part.split(";", 1)[0].strip().lower() for part in headers.get("accept", "").split(",")
+    }
+    return bool(offered & {media_type, f"{kind}/*", "*/*"})
+
+
+def _sequence(headers: Mapping[str, str]) -> int | None:
+    raw = headers.get(SEQUENCE_HEADER)
+    if raw is None or not raw.isdigit():
+        return None
+    return int(raw)
+
+
 def _missing(session_id: str | None) -> str:
     if session_id:
         return "Session not found: it ended or never existed; initialize a new session"
     return "Bad Request: Missing Mcp-Session-Id header (send initialize first)"
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -475,7 +717,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):
@@ -500,10 +742,16 @@ async def _respond(
 
 
 async def _error(
-    send: Send, status: int, code: int, message: str, headers: Mapping[str, str] | None = None
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    request_id: Any = None,
 ) -> None:
     await _respond(
-        send, status, dumps(error_message(None, code, message)), "application/json", headers
+        send, status, dumps(error_message(request_id, code, message)), JSON_TYPE, headers
     )
 
 
@@ -513,7 +761,7 @@ async def _start_sse(send: Send, session_id: str) -> None:
             "type": "http.response.start",
             "status": 200,
             "headers": [
-                (b"content-type", b"text/event-stream"),
+                (b"content-type", SSE_TYPE.encode()),
                 (b"cache-control", b"no-cache, no-transform"),
                 (SESSION_HEADER.encode(), session_id.encode()),
             ],
@@ -521,11 +769,12 @@ async def _start_sse(send: Send, session_id: str) -> None:
     )
 
 
-async def _event(send: Send, message: Mapping[str, Any]) -> None:
+async def _event(send: Send, message: Mapping[str, Any], event_id: str | None = None) -> None:
+    head = b"event: message\n" if event_id is None else f"id: {event_id}\nevent: message\n".encode()
     await send(
         {
             "type": "http.response.body",
-            "body": b"event: message\ndata: " + dumps(message) + b"\n\n",
+            "body": head + b"data: " + dumps(message) + b"\n\n",
             "more_body": True,
         }
     )

@@ -9,6 +9,7 @@ every child by the stop contract.
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 from collections.abc import Callable, Iterator
@@ -66,6 +67,7 @@ class TrayService:
             private_server=self._private_server,
             on_open=self._session_opened,
             on_close=self._session_closed,
+            max_body_bytes=config.gateway.max_body_bytes,
         )
         self._metrics = Metrics(
             SnapshotCollector(
@@ -124,7 +126,7 @@ class TrayService:
             self.stats.start()
             if self.watch_config:
                 self.watcher.start()
-            sock = _bind_loopback(self.config.gateway_port)
+            sock = _bind_loopback(self.config.gateway.port)
             await self._serve(sock)
             self.info = self.instance.publish(sock.getsockname()[1], self.supervisor.owner)
         except BaseException:
@@ -147,7 +149,8 @@ class TrayService:
         return [dict(row) for row in self.workers.rows] if self.workers else []
 
     def warnings_json(self) -> list[dict[str, Any]]:
-        return self.workers.warnings_json() if self.workers else []
+        found = self.workers.warnings_json() if self.workers else []
+        return found + [dataclasses.asdict(notice) for notice in self.supervisor.notices()]
 
     def metrics(self) -> bytes:
         return self._metrics.render()
@@ -175,7 +178,12 @@ class TrayService:
     # ------------------------------------------------------------ HTTP
 
     async def _serve(self, sock: socket.socket) -> None:
-        routes = [Route("/mcp/{server}", self.gateway), *control_routes(self)]
+        routes = [
+            *control_routes(self),
+            Route("/mcp/{server}", self.gateway),
+            # The MCP Inspector rewrites any URL that does not end in /mcp.
+            Route("/{server}/mcp", self.gateway),
+        ]
         app = build_app(routes, lambda: self.token)
         config = uvicorn.Config(
             app,

@@ -53,7 +53,11 @@ SERVER_KEYS: Final = (
     "sharing",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
-GATEWAY_KEYS: Final = ("port",)
+GATEWAY_KEYS: Final = ("port", "max_body_bytes")
+#: Largest request body the gateway accepts unless the config says otherwise.
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+#: The most ``gateway.max_body_bytes`` may say (a tool call is not a file upload).
+MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
 
 #: Server names become URL paths (/mcp/<name>) and log file names.
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -81,10 +85,18 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class GatewaySettings:
+    """The ``gateway`` section: where clients reach mcp-tray, and what it accepts."""
+
+    port: int = 0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+@dataclass(frozen=True)
 class TrayConfig:
     path: Path
     servers: Mapping[str, ServerConfig]
-    gateway_port: int = 0
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
 
     @property
     def enabled(self) -> list[ServerConfig]:
@@ -242,9 +254,9 @@ class _Checker:
                 fix='write "mcpServers": {"name": {"command": "...", "args": []}}',
             )
         servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
-        return TrayConfig(path=self.path, servers=servers, gateway_port=self.gateway(data))
+        return TrayConfig(path=self.path, servers=servers, gateway=self.gateway(data))
 
-    def gateway(self, data: dict[str, Any]) -> int:
+    def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})
         if not isinstance(raw, dict):
             raise self.error(
@@ -257,7 +269,7 @@ class _Checker:
                 raise self.error(
                     ["gateway", key],
                     f"unknown key{did_you_mean(key, GATEWAY_KEYS)}",
-                    fix="the gateway takes only 'port'",
+                    fix="the gateway takes 'port' and 'max_body_bytes'",
                 )
         port = raw.get("port", 0)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -266,7 +278,19 @@ class _Checker:
                 f"must be a port number 0-65535, got {_describe(port)}",
                 fix="use 0 to let mcp-tray pick a free port",
             )
-        return port
+        limit = raw.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+        if (
+            not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or not 1024 <= limit <= MAX_BODY_BYTES_CEILING
+        ):
+            raise self.error(
+                ["gateway", "max_body_bytes"],
+                f"must be a number of bytes from 1024 to {MAX_BODY_BYTES_CEILING}, "
+                f"got {_describe(limit)}",
+                fix=f"leave it out for the default ({DEFAULT_MAX_BODY_BYTES})",
+            )
+        return GatewaySettings(port=port, max_body_bytes=limit)
 
     def server(self, name: str, entry: object) -> ServerConfig:
         keys = ["mcpServers", name]

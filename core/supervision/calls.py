@@ -94,7 +94,7 @@ class CallPath:
             server.failures += 1
             raise refusal
         before = breaker.state
-        call_id = server.routing.open_call(caller.on_server_request)
+        call_id = server.routing.open_call(caller)
         started = time.perf_counter()
         try:
             result = await self._deliver(method, params, caller)

@@ -24,6 +24,8 @@ class Catalog:
     """Capabilities, server info, instructions and the tool/resource/prompt lists."""
 
     def __init__(self) -> None:
+        #: The protocol revision the child agreed to (None until a handshake).
+        self.version: str | None = None
         self.capabilities: dict[str, Any] = {}
         self.server_info: dict[str, Any] = {}
         self.instructions: str | None = None
@@ -34,6 +36,8 @@ class Catalog:
 
     def adopt_handshake(self, result: Mapping[str, Any]) -> None:
         """Take what an ``initialize`` result says about the server."""
+        version = result.get("protocolVersion")
+        self.version = version if isinstance(version, str) else None
         capabilities = result.get("capabilities")
         self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
         info = result.get("serverInfo")

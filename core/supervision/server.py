@@ -80,6 +80,9 @@ class ManagedServer:
         #: Last known capabilities and lists, served to clients while it respawns.
         self.catalog = Catalog()
         self.routing = Routing(self.name)
+        self.routing.on_ambiguous = self._ambiguous_request
+        #: Set the first time a server request could not be placed (DESIGN 3.10).
+        self.isolation_warning: str | None = None
         self.calls_path = CallPath(self)
         #: Call outcomes, for /metrics: calls, failures, respawns calls asked
         #: for (never more than one per call), and a latency hook.
@@ -124,6 +127,12 @@ class ManagedServer:
     def broadcast(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def _ambiguous_request(self, method: str, text: str) -> None:
+        self.log(f"refused {method}: {text}")
+        if self.isolation_warning is None:
+            self.isolation_warning = text
+            self.publish(EventKind.WARNINGS, text)
 
     def log(self, line: str) -> None:
         self.logs.write(self.name, f"[mcp-tray] gen={self.generation} {line}")

@@ -144,6 +144,20 @@ class Supervisor:
                 # A broken view must not take supervision down with it.
                 logger.exception("subscriber %r failed on %s", subscriber, event.kind)
 
+    def notices(self) -> tuple[WarningSnapshot, ...]:
+        """What supervision itself warns about (a server request it refused to place)."""
+        return tuple(
+            WarningSnapshot(
+                family="ambiguous-request",
+                subject=server.name,
+                message=server.isolation_warning,
+                fix=f'set "sharing": "per-session" on {server.name!r}',
+                text=f"ambiguous-request: {server.isolation_warning}",
+            )
+            for server in self.servers.values()
+            if server.isolation_warning is not None
+        )
+
     def snapshot(self) -> TraySnapshot:
         views = self.views
         return TraySnapshot(

@@ -273,19 +273,11 @@ class Upstream:
         self._handlers.pop(key, None)
 
     def _relay_progress(self, params: dict[str, Any]) -> None:
+        # Passed on as the server wrote it (an integer stays an integer);
+        # the caller puts its own client's token in place of ours.
         callback = self._progress.get(_request_key(params.get("progressToken")))
-        progress = params.get("progress")
-        if callback is None or not isinstance(progress, int | float):
-            return
-        total = params.get("total")
-        text = params.get("message")
-        self._spawn(
-            callback(
-                float(progress),
-                float(total) if isinstance(total, int | float) else None,
-                text if isinstance(text, str) else None,
-            )
-        )
+        if callback is not None:
+            self._spawn(callback(params))
 
     async def _answer(self, request_id: Any, method: str, params: dict[str, Any] | None) -> None:
         try:

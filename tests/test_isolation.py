@@ -1,0 +1,308 @@
+"""Isolation on shared servers: what one client session sends or receives never reaches another.
+
+Strategy: a real tray (TrayService in-process) shares one real child,
+tests/servers/chatty.py, between two real SDK clients over streamable HTTP.
+Each client records what reached it (sampling and roots requests, log
+messages, notifications); chatty records, one JSON line each, what reached
+the server. "Nothing arrived" is shown with a marker sent after the fact on
+the same FIFO stream, never by waiting: a message the gateway had passed on
+would have arrived before the marker.
+"""
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession, MCPError
+from mcp.types import (
+    CreateMessageResult,
+    ListRootsResult,
+    LoggingMessageNotificationParams,
+    Root,
+    TextContent,
+)
+
+from core.serving.service import TrayService
+from tests.conftest import SERVERS, python_server, wait_ready, wait_until
+from tests.gateway_support import Services, http_client
+
+# Subscriptions, logging levels and roots are the handshake era's: the SDK
+# warns that 2026-07-28 removed them, which is why these tests exist.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+CHATTY = SERVERS / "chatty.py"
+LEGACY = SERVERS / "legacy_2024.py"
+
+
+@dataclass
+class Seen:
+    """What one client session received from the server, in order."""
+
+    name: str
+    roots: list[str] = field(default_factory=list)
+    sampled: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    notifications: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def sampling(self, context: Any, params: Any) -> CreateMessageResult:
+        question = params.messages[0].content.text
+        self.sampled.append(question)
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(type="text", text=f"{self.name} answers {question}"),
+            model="fake",
+        )
+
+    async def list_roots(self, context: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
+
+    async def logging(self, params: LoggingMessageNotificationParams) -> None:
+        self.logs.append(str(params.data))
+
+    async def messages(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            return
+        root = getattr(message, "root", message)
+        params = getattr(root, "params", None)
+        self.notifications.append((root.method, getattr(params, "uri", None)))
+
+    def updated(self) -> list[str]:
+        return [
+            str(uri)
+            for method, uri in self.notifications
+            if method == "notifications/resources/updated"
+        ]
+
+    def kwargs(self, *, sampling: bool = True) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "list_roots_callback": self.list_roots,
+            "logging_callback": self.logging,
+            "message_handler": self.messages,
+        }
+        if sampling:
+            kwargs["sampling_callback"] = self.sampling
+        return kwargs
+
+
+def heard(log: Path) -> list[dict[str, Any]]:
+    """What chatty recorded: what reached the server, and the answers it got."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+@contextlib.asynccontextmanager
+async def chatty_pair(
+    services: Services, tmp_path: Path, *, b_sampling: bool = True
+) -> AsyncIterator[tuple[TrayService, Path, ClientSession, Seen, ClientSession, Seen]]:
+    log = tmp_path / "chatty.jsonl"
+    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    await wait_ready(service.supervisor.server("chatty"))
+    a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
+    async with http_client(service, "chatty", **a.kwargs()) as client_a:
+        async with http_client(service, "chatty", **b.kwargs(sampling=b_sampling)) as client_b:
+            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            yield service, log, client_a, a, client_b, b
+
+
+async def test_a_delayed_sampling_request_reaches_only_the_session_whose_call_made_it(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (_, log, client_a, a, _, b):
+        result = await client_a.call_tool("ask_after", {"question": "q1", "delay": 0.2})
+
+    assert text(result) == "A answers q1"
+    assert a.sampled == ["q1"] and b.sampled == []
+    assert {"event": "sampled", "question": "q1", "answer": "A answers q1"} in heard(log)
+
+
+async def test_a_server_request_during_calls_of_two_sessions_fails_closed_and_warns_once(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
+        # B's call is in flight when A's call asks the client's model.
+        b_task = asyncio.ensure_future(client_b.call_tool("slow", {"seconds": 1.0}))
+        await wait_until(
+            lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
+            what="B's call in flight",
+        )
+        with pytest.raises(MCPError) as refused_call:
+            await client_a.call_tool("ask_after", {"question": "q2", "delay": 0.05})
+        assert text(await b_task) == "slept 1.0"
+        second = await client_a.call_tool("ask_after", {"question": "q3", "delay": 0.0})
+
+    # The child's tool saw its sampling request refused, and said so to its caller.
+    assert '"sharing": "per-session"' in str(refused_call.value)
+    assert "cannot tell which client session" in str(refused_call.value)
+    assert a.sampled == ["q3"] and b.sampled == []  # q2 reached nobody; q3 had no rival
+    assert text(second) == "A answers q3"
+    refused = [e for e in heard(log) if e["event"] == "sampling-failed"]
+    assert [e["question"] for e in refused] == ["q2"]
+    warnings = [w for w in service.warnings_json() if w["family"] == "ambiguous-request"]
+    assert len(warnings) == 1 and warnings[0]["subject"] == "chatty"
+
+
+async def test_an_idle_session_receives_none_of_another_sessions_logs_or_resource_updates(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (_, _, client_a, a, client_b, b):
+        await client_a.subscribe_resource("chatty://a")
+        await client_b.subscribe_resource("chatty://b")
+        await client_a.call_tool("log", {"level": "info", "text": "secret of A"})
+        await client_a.call_tool("touch", {"uri": "chatty://a"})
+        # The marker: B's own update, on B's stream after everything above.
+        await client_a.call_tool("touch", {"uri": "chatty://b"})
+        await wait_until(lambda: b.updated() == ["chatty://b"], what="B's marker")
+        await wait_until(lambda: a.updated() == ["chatty://a"], what="A's update")
+
+    assert a.logs == ["secret of A"]
+    assert b.logs == []
+    assert b.updated() == ["chatty://b"]
+
+
+async def test_subscriptions_are_per_session_and_reference_counted_upstream(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (_, log, client_a, a, client_b, b):
+        await client_a.subscribe_resource("chatty://a")
+        await client_b.subscribe_resource("chatty://a")
+        await client_a.unsubscribe_resource("chatty://a")
+        subscriptions = [e for e in heard(log) if e["event"] in ("subscribe", "unsubscribe")]
+        assert subscriptions == [{"event": "subscribe", "uri": "chatty://a"}]
+        await client_a.call_tool("touch", {"uri": "chatty://a"})
+        await wait_until(lambda: b.updated() == ["chatty://a"], what="B's update")
+        await client_b.unsubscribe_resource("chatty://a")
+        assert heard(log)[-1] == {"event": "unsubscribe", "uri": "chatty://a"}
+
+    assert a.updated() == []
+
+
+async def test_the_server_logs_at_the_most_verbose_level_a_live_session_asked_for(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (_, log, client_a, a, client_b, b):
+        await client_a.set_logging_level("warning")
+        await client_b.set_logging_level("debug")
+        await client_a.set_logging_level("error")  # B still wants debug: nothing to tell
+        levels = [e["level"] for e in heard(log) if e["event"] == "setLevel"]
+        assert levels == ["warning", "debug"]
+        # A set a level, so it hears B's logs at or above it, and only those.
+        await client_b.call_tool("log", {"level": "info", "text": "info of B"})
+        await client_b.call_tool("log", {"level": "critical", "text": "critical of B"})
+        await wait_until(lambda: a.logs == ["critical of B"], what="A to hear the critical one")
+
+    assert b.logs == ["info of B", "critical of B"]
+
+
+async def test_roots_are_the_callers_own(services: Services, tmp_path: Path) -> None:
+    async with chatty_pair(services, tmp_path) as (_, _, client_a, _, client_b, _):
+        assert text(await client_a.call_tool("roots", {})) == "file:///a"
+        assert text(await client_b.call_tool("roots", {})) == "file:///b"
+
+
+async def test_a_server_request_outside_any_call_goes_to_the_only_session_else_fails_closed(
+    services: Services, tmp_path: Path
+) -> None:
+    log = tmp_path / "chatty.jsonl"
+    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    await wait_ready(service.supervisor.server("chatty"))
+    a, b = Seen("A"), Seen("B")
+    async with http_client(service, "chatty", **a.kwargs()) as client_a:
+        await client_a.call_tool("ask_later", {"question": "alone", "delay": 0.0})
+        await wait_until(lambda: a.sampled == ["alone"], what="the only session to be asked")
+        async with http_client(service, "chatty", **b.kwargs()) as client_b:
+            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            await client_b.call_tool("ask_later", {"question": "whose", "delay": 0.0})
+            await wait_until(
+                lambda: any(e["event"] == "sampling-failed" for e in heard(log)),
+                what="the refusal",
+            )
+
+    assert a.sampled == ["alone"] and b.sampled == []
+    refusal = next(e for e in heard(log) if e["event"] == "sampling-failed")
+    assert refusal["question"] == "whose" and "per-session" in refusal["error"]
+
+
+async def test_a_server_request_the_client_never_declared_gets_method_not_found(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path, b_sampling=False) as (_, _, _, a, client_b, b):
+        with pytest.raises(MCPError) as refused:
+            await client_b.call_tool("ask_after", {"question": "q", "delay": 0.0})
+
+    assert refused.value.code == -32601
+    assert "did not declare the 'sampling' capability" in str(refused.value)
+    assert a.sampled == [] and b.sampled == []
+
+
+async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
+    services: Services, tmp_path: Path
+) -> None:
+    log = tmp_path / "chatty.jsonl"
+    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    await wait_ready(service.supervisor.server("chatty"))
+    a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
+    async with http_client(service, "chatty", **a.kwargs()) as client_a:
+        await client_a.send_roots_list_changed()
+        await wait_until(
+            lambda: {"event": "roots", "uris": ["file:///a"]} in heard(log),
+            what="the server to list A's roots again",
+        )
+        async with http_client(service, "chatty", **b.kwargs()) as client_b:
+            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            before = len(heard(log))
+            await client_b.send_roots_list_changed()  # not passed on: two sessions share it
+            # A round trip through the same pipe: a passed-on notification came first.
+            await client_b.call_tool("slow", {"seconds": 0})
+            assert [e for e in heard(log)[before:] if e["event"].startswith("roots")] == []
+
+
+async def test_a_child_that_speaks_only_2024_11_05_is_presented_as_2024_11_05(
+    services: Services,
+) -> None:
+    service = await services.start({"old": python_server(LEGACY)})
+    await wait_ready(service.supervisor.server("old"))
+    async with http_client(service, "old") as client:
+        result = await client.call_tool("hello", {})
+        version = client.protocol_version
+
+    assert text(result) == "hello from 2024-11-05"
+    assert version == "2024-11-05"
+
+
+@pytest.mark.parametrize("asked", ["2024-11-05", "2025-03-26", "2025-11-25"])
+async def test_the_version_a_client_is_told_is_one_it_and_the_child_both_speak(
+    services: Services, asked: str
+) -> None:
+    service = await services.start({"old": python_server(LEGACY)})
+    await wait_ready(service.supervisor.server("old"))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": asked,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    async with httpx.AsyncClient() as http:
+        reply = await http.post(
+            f"{service.url}/mcp/old",
+            json=body,
+            headers={
+                "Authorization": f"Bearer {service.token}",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+    assert reply.json()["result"]["protocolVersion"] == "2024-11-05"
