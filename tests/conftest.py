@@ -51,6 +51,17 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
         faulthandler.cancel_dump_traceback_later()
 
 
+def known_bug(
+    reason: str, raises: type[BaseException] | tuple[type[BaseException], ...] = AssertionError
+) -> pytest.MarkDecorator:
+    """A strict xfail that pins a known product bug: the test must fail with ``raises``.
+
+    Strict, so the day the bug is fixed the test passes, the suite fails, and
+    the mark comes off.
+    """
+    return pytest.mark.xfail(strict=True, raises=raises, reason=reason)
+
+
 def python_server(script: Path, **env: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": sys.executable, "args": [str(script)]}
     if env:
@@ -94,6 +105,35 @@ async def make_supervisor(tray_home: Paths) -> AsyncIterator[SupervisorFactory]:
         # The stop contract's graces run on the supervisor's clock.
         async with clock.ticking() if isinstance(clock, FakeClock) else contextlib.nullcontext():
             await supervisor.aclose()
+
+
+#: ``await start_ready(name, entry, **options)``: see the ``start_ready`` fixture.
+ReadyFactory = Callable[..., Awaitable[tuple[Supervisor, ManagedServer]]]
+
+
+@pytest.fixture
+def start_ready(make_supervisor: SupervisorFactory) -> ReadyFactory:
+    """One server, alone under a new supervisor, once it is ready.
+
+    ``options`` go to ``make_supervisor`` (clock, timing, spawn).
+    """
+
+    async def start(
+        name: str, entry: dict[str, Any], **options: Any
+    ) -> tuple[Supervisor, ManagedServer]:
+        supervisor = await make_supervisor({name: entry}, **options)
+        server = supervisor.server(name)
+        await wait_ready(server)
+        return supervisor, server
+
+    return start
+
+
+def pid_of(server: ManagedServer) -> int:
+    """The pid of a server's running child (a ready server has one)."""
+    pid = server.pid
+    assert pid is not None
+    return pid
 
 
 @pytest.fixture

@@ -1,6 +1,10 @@
 """Helpers shared by the registry and heartbeat tests (not a test module)."""
 
+import contextlib
+import sqlite3
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 from core.registry.identity import worker_identity
 from core.registry.records import Registration
@@ -12,6 +16,23 @@ TTL = 900.0
 #: Bound on how long a test waits for the heartbeat thread to act on a tick
 #: it was given: a safety net against a hang, never a wait for time to pass.
 THREAD_STEP_SECONDS = 10.0
+
+#: The fields of one worker row as ``mcp-tray workers --json`` and the API list
+#: them, in order (the CLI's rows add ``status``).
+WORKER_FIELDS = (
+    "worker_identity",
+    "client_name",
+    "session_id",
+    "generation_id",
+    "server",
+    "pid",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_age_seconds",
+    "ttl_seconds",
+    "live",
+    "fencing_epoch",
+)
 
 
 def alive(_pid: int) -> bool:
@@ -41,6 +62,27 @@ def attach(
         pid=pid,
         heartbeat_ttl_seconds=ttl,
     )
+
+
+@contextlib.contextmanager
+def impatient_registry(
+    path: Path, clock: FakeWallClock
+) -> Iterator[tuple[WorkerRegistry, Registration]]:
+    """A registry whose busy timeout a held write lock outlasts at once, with one worker attached."""
+    with WorkerRegistry(path, wall_clock=clock, busy_timeout=0.05) as registry:
+        yield registry, attach(registry, clock)
+
+
+@contextlib.contextmanager
+def write_lock_held(path: Path) -> Iterator[None]:
+    """Another connection (as another process would) holds the file's write lock inside."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        yield
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
 
 
 class ManualTicker:

@@ -1,7 +1,7 @@
 """The bridge's Relay (stdin lines to POSTs, replies to stdout lines) and bridge_identity.
 
 Strategy: a Relay is pointed at a fake gateway, a tiny HTTP/1.1 server on
-127.0.0.1 port 0 written here on asyncio streams, whose answer to each
+127.0.0.1 port 0 on asyncio streams (tests/http_fakes.py), whose answer to each
 request the test supplies as raw bytes (JSON bodies, chunked SSE split at
 awkward places, 202s, 4xx bodies, or nothing listening at all). The Relay's
 stdout is an in-memory writer that queues each line, so a test reads what
@@ -16,9 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -30,25 +28,11 @@ from core.bridge.relay import Relay
 from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
 from core.registry.identity import normalize_client_name
 from tests.conftest import wait_until
+from tests.http_fakes import Answer, RawServer, Request, answering, send, unused_port
 
 PROMPT = 5.0
 #: Above any Linux pid_max (2**22), so no process can have it.
 IMPOSSIBLE_PID = 2**22 + 1
-
-
-@dataclass
-class Request:
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-#: Writes the reply to one request; returns False to close the connection after it.
-Answer = Callable[[Request, asyncio.StreamWriter], Awaitable[bool]]
 
 
 def http_reply(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> bytes:
@@ -75,67 +59,15 @@ SSE_HEAD = (
 SSE_END = b"0\r\n\r\n"
 
 
-class FakeGateway:
+class FakeGateway(RawServer):
     """Records every request; ``answer`` decides the raw reply."""
 
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.requests: list[Request] = []
-        self.arrived = asyncio.Condition()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._server: asyncio.Server | None = None
-        self.url = ""
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/mcp/echo"
-
-    async def aclose(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-        for writer in self._writers:
-            writer.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp/echo"
 
     def posted(self) -> list[Any]:
         return [r.json() for r in self.requests if r.method == "POST"]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.add(writer)
-        try:
-            await self._requests(reader, writer)
-        except asyncio.CancelledError:
-            pass  # only aclose cancels us; asyncio 3.11's done-callback would log a cancel
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-
-    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            request_line, *header_lines = head.decode("latin-1").split("\r\n")[:-2]
-            method, target, _ = request_line.split(" ", 2)
-            headers = {}
-            for line in header_lines:
-                key, _, value = line.partition(":")
-                headers[key.strip().lower()] = value.strip()
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            request = Request(method, target, headers, body)
-            self.requests.append(request)
-            if not await self.answer(request, writer):
-                return
 
 
 class Stdout:
@@ -158,11 +90,6 @@ class Stdout:
 
     def lines(self) -> list[Any]:
         return [json.loads(line) for data in self.written for line in data.splitlines()]
-
-
-async def send(writer: asyncio.StreamWriter, data: bytes) -> None:
-    writer.write(data)
-    await writer.drain()
 
 
 def rpc(method: str, request_id: Any = None, **params: Any) -> bytes:
@@ -334,11 +261,7 @@ async def test_an_sse_stream_cut_before_its_blank_line_still_delivers_its_last_e
 
 
 async def test_a_202_reply_writes_nothing_to_the_client() -> None:
-    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
-        await send(writer, http_reply(202))
-        return True
-
-    async with relay_to(answer) as (relay, gateway, out):
+    async with relay_to(answering(http_reply(202))) as (relay, gateway, out):
         relay.submit(rpc("notifications/initialized"))
         relay.submit(json.dumps({"jsonrpc": "2.0", "id": "mcp-tray-1", "result": {}}).encode())
         await relay.aclose()  # drains both
@@ -352,21 +275,13 @@ async def test_an_http_error_whose_body_is_a_json_rpc_error_for_the_request_is_r
 ):
     body = {"jsonrpc": "2.0", "id": 5, "error": {"code": -32603, "message": "it broke"}}
 
-    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
-        await send(writer, json_reply(body, status=500))
-        return True
-
-    async with relay_to(answer) as (relay, _, out):
+    async with relay_to(answering(json_reply(body, status=500))) as (relay, _, out):
         relay.submit(rpc("tools/call", 5))
         assert await out.line() == body
 
 
 async def test_an_http_error_without_a_body_becomes_a_json_rpc_error_for_the_request() -> None:
-    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
-        await send(writer, http_reply(503))
-        return True
-
-    async with relay_to(answer) as (relay, _, out):
+    async with relay_to(answering(http_reply(503))) as (relay, _, out):
         relay.submit(rpc("tools/call", "req-7"))
         assert await out.line() == {
             "jsonrpc": "2.0",
@@ -375,11 +290,6 @@ async def test_an_http_error_without_a_body_becomes_a_json_rpc_error_for_the_req
         }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Relay copies a 4xx/5xx body to stdout as is: a gateway error with id null (session not found, unknown server), a non-JSON-RPC JSON body (401) or plain text never answers the client's request id",
-)
 @pytest.mark.parametrize(
     "reply",
     [
@@ -399,11 +309,7 @@ async def test_an_http_error_without_a_body_becomes_a_json_rpc_error_for_the_req
 async def test_an_http_error_body_that_does_not_answer_the_request_still_reaches_it_by_id(
     reply: bytes,
 ) -> None:
-    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
-        await send(writer, reply)
-        return True
-
-    async with relay_to(answer) as (relay, _, out):
+    async with relay_to(answering(reply)) as (relay, _, out):
         relay.submit(rpc("tools/call", 5))
         await relay.aclose()
 
@@ -422,9 +328,7 @@ async def test_an_http_error_body_that_does_not_answer_the_request_still_reaches
 
 
 async def test_a_gateway_that_is_down_answers_the_request_with_an_error_carrying_its_id() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     out = Stdout()
     relay = Relay(f"http://127.0.0.1:{port}/mcp/echo", {}, out)
     try:

@@ -20,20 +20,18 @@ import pytest
 
 from core.settings.paths import Paths, default_paths
 from core.supervision.sweep import sweep_leftovers
+from tests.cli_support import run_mcp_tray, run_python
 from tests.conftest import ECHO, GRANDCHILD, python_server, wait_until_sync
 from tests.conftest import process_alive as alive
 
 
+def home_env(home: Path) -> dict[str, str]:
+    """Our environment, with mcp-tray's home at ``home``."""
+    return dict(os.environ, MCP_TRAY_HOME=str(home))
+
+
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, MCP_TRAY_HOME=str(home))
-    return subprocess.run(
-        [sys.executable, "-m", "core.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
+    return run_mcp_tray(home_env(home), *args, timeout=timeout)
 
 
 class Headless:
@@ -43,7 +41,7 @@ class Headless:
         home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(json.dumps(config))
         self.paths: Paths = default_paths({"MCP_TRAY_HOME": str(home)})
-        env = dict(os.environ, MCP_TRAY_HOME=str(home))
+        env = home_env(home)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -254,12 +252,21 @@ def test_after_sigkill_the_next_start_sweeps_the_leftovers(headless: Any, tmp_pa
     assert not alive(grandchild)
 
 
-def _post(url: str, token: str, message: dict[str, Any], session: str | None = None) -> Any:
+def _post(
+    url: str,
+    token: str,
+    request_id: int,
+    method: str,
+    params: dict[str, Any],
+    session: str | None = None,
+) -> Any:
+    """One JSON-RPC request, posted as an MCP client posts it."""
     import httpx
 
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
     if session:
         headers["Mcp-Session-Id"] = session
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
     return httpx.post(url, json=message, headers=headers, timeout=30)
 
 
@@ -273,30 +280,17 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
     init = _post(
         url,
         token,
+        1,
+        "initialize",
         {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "cursor-vscode", "version": "1"},
-            },
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "cursor-vscode", "version": "1"},
         },
     )
     session = init.headers["mcp-session-id"]
     for request_id in range(2, 6):
-        reply = _post(
-            url,
-            token,
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "tools/call",
-                "params": {"name": "x", "arguments": {}},
-            },
-            session,
-        )
+        reply = _post(url, token, request_id, "tools/call", {"name": "x", "arguments": {}}, session)
         assert reply.json()["result"]["isError"] is True
 
     rows = json.loads(cli(tray.home, "sessions", "--json").stdout)
@@ -324,17 +318,10 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
 def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: Any) -> None:
     tray = headless({"mcpServers": {}})
     tray.wait_for(lambda: cli(tray.home, "status").returncode == 0, "the first instance")
-    env = dict(os.environ, MCP_TRAY_HOME=str(tray.home), DISPLAY=":0", QT_QPA_PLATFORM="offscreen")
+    env = home_env(tray.home) | {"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}
     env.pop("MCP_TRAY_HEADLESS", None)
 
-    second = subprocess.run(
-        [sys.executable, "-m", "app.entry"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    second = run_python(["-m", "app.entry"], env)
 
     assert second.returncode == 0, second.stderr
     assert "already running" in second.stderr

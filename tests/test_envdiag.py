@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -241,18 +242,26 @@ def test_secret_looking_literals_suggest_the_keyring() -> None:
 # --- the doctor --------------------------------------------------------------------------
 
 
+def register_bridge(
+    registry: WorkerRegistry, identity: str, session: str, pid: int, **fields: Any
+) -> None:
+    """A bridge worker row; its client is the part of ``identity`` before the colon."""
+    registry.register(
+        worker_identity=identity,
+        client_name=identity.split(":")[0],
+        session_id=session,
+        role="bridge",
+        pid=pid,
+        **fields,
+    )
+
+
 def test_both_warning_families_reach_the_doctor_on_one_line_each(
     tmp_path: Path, child_env_process: subprocess.Popen[bytes]
 ) -> None:
     own_env = {"PATH": "/bin", "MCP_TRAY_HOMME": "/tmp/x", envvars.HOME_ENV: "/tmp/y"}
     with WorkerRegistry(tmp_path / "registry.sqlite") as registry:
-        registry.register(
-            worker_identity="claude-code:child",
-            client_name="claude-code",
-            session_id="sess-child",
-            role="bridge",
-            pid=child_env_process.pid,
-        )
+        register_bridge(registry, "claude-code:child", "sess-child", child_env_process.pid)
         found = doctor(own_env, registry, __version__)
     families = sorted({d.family for d in found})
     assert families == sorted(WARNING_PREFIXES)
@@ -273,13 +282,7 @@ def test_a_clean_environment_and_current_workers_make_the_doctor_exit_zero(
     tmp_path: Path,
 ) -> None:
     with WorkerRegistry(tmp_path / "registry.sqlite") as registry:
-        registry.register(
-            worker_identity="zed:me",
-            client_name="zed",
-            session_id="s",
-            role="bridge",
-            pid=os.getpid(),
-        )
+        register_bridge(registry, "zed:me", "s", os.getpid())
         found = doctor({envvars.HOME_ENV: "/tmp/y"}, registry, __version__)
     assert found == []
     assert doctor_exit_code(found) == DOCTOR_OK
@@ -296,12 +299,11 @@ def test_advisories_alone_do_not_fail_the_doctor() -> None:
 def test_an_expired_worker_is_neither_scanned_nor_reported_stale(tmp_path: Path) -> None:
     clock = FakeWallClock()
     with WorkerRegistry(tmp_path / "registry.sqlite", wall_clock=clock) as registry:
-        registry.register(
-            worker_identity="codex:old",
-            client_name="codex",
-            session_id="s",
-            role="bridge",
-            pid=os.getpid(),
+        register_bridge(
+            registry,
+            "codex:old",
+            "s",
+            os.getpid(),
             heartbeat_ttl_seconds=60,
             runtime_version="0.0.1",
         )

@@ -10,7 +10,6 @@ no test waits for one. One test times a stop on the real ``EventTicker``,
 and one runs a child interpreter to see the atexit stop happen.
 """
 
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -39,7 +38,14 @@ from core.registry.records import (
 )
 from core.registry.store import WorkerRegistry
 from tests.fakes import FakeWallClock
-from tests.registry_support import TTL, ManualTicker, alive, attach
+from tests.registry_support import (
+    TTL,
+    ManualTicker,
+    alive,
+    attach,
+    impatient_registry,
+    write_lock_held,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,6 +59,12 @@ def clock() -> FakeWallClock:
 def registry(tmp_path: Path, clock: FakeWallClock) -> Iterator[WorkerRegistry]:
     with WorkerRegistry(tmp_path / "registry.sqlite", wall_clock=clock) as opened:
         yield opened
+
+
+@pytest.fixture
+def registration(registry: WorkerRegistry, clock: FakeWallClock) -> Registration:
+    """One synthetic worker, registered at the clock's start."""
+    return attach(registry, clock)
 
 
 def supervise(
@@ -79,6 +91,14 @@ def supervise(
         ticker=ticker,
         stop_at_exit=False,
     )
+
+
+def beat_after(
+    supervisor: WorkerHeartbeatSupervisor, clock: FakeWallClock, seconds: float
+) -> HeartbeatOutcome:
+    """``seconds`` pass on the clock, then the supervisor beats once."""
+    clock.advance(seconds)
+    return supervisor.beat_once()
 
 
 def owned(registry: WorkerRegistry, registration: Registration) -> str:
@@ -138,9 +158,8 @@ def test_settings_come_from_the_environment_and_bad_values_fall_back() -> None:
 
 
 def test_an_unsupervised_worker_goes_unowned_right_after_its_ttl(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     record = registration.record
     assert record.started_at == record.last_heartbeat_at
     clock.advance(TTL)
@@ -154,9 +173,8 @@ def test_an_unsupervised_worker_goes_unowned_right_after_its_ttl(
 
 
 def test_a_supervised_worker_stays_owned_past_two_full_ttls(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock)
     elapsed = 0.0
     while elapsed <= 2 * TTL + supervisor.interval_seconds:
@@ -169,12 +187,10 @@ def test_a_supervised_worker_stays_owned_past_two_full_ttls(
 
 
 def test_the_last_heartbeat_advances_and_diverges_from_started_at(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock)
-    clock.advance(300)
-    supervisor.beat_once()
+    beat_after(supervisor, clock, 300)
     after = registry.get(registration.worker_identity)
     assert after is not None
     assert after.started_at == registration.record.started_at
@@ -183,13 +199,11 @@ def test_the_last_heartbeat_advances_and_diverges_from_started_at(
 
 
 def test_repeated_beats_create_no_further_rows(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock)
     for _ in range(5):
-        clock.advance(300)
-        assert supervisor.beat_once().renewed
+        assert beat_after(supervisor, clock, 300).renewed
     [row] = registry.list_workers()
     assert row.worker_identity == registration.worker_identity
     assert row.beats == 5
@@ -200,13 +214,11 @@ def test_repeated_beats_create_no_further_rows(
 
 
 def test_a_fenced_supervisor_stops_permanently_and_never_beats_again(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock)
     registry.claim_generation(registration.worker_identity)
-    clock.advance(300)
-    first = supervisor.beat_once()
+    first = beat_after(supervisor, clock, 300)
     assert not first.renewed
     assert first.blocker_kind == BLOCKER_FENCED
     reason = supervisor.stopped_reason
@@ -223,9 +235,8 @@ def test_a_fenced_supervisor_stops_permanently_and_never_beats_again(
 
 
 def test_a_supervisor_whose_expectations_drift_is_fenced_with_the_drift_named(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = WorkerHeartbeatSupervisor(
         registry,
         worker_identity=registration.worker_identity,
@@ -259,16 +270,15 @@ def test_a_missing_row_stops_the_supervisor(registry: WorkerRegistry, clock: Fak
 # --- stopping and expiry ------------------------------------------------------------
 
 
-def test_stop_ends_the_heartbeat(registry: WorkerRegistry, clock: FakeWallClock) -> None:
-    registration = attach(registry, clock)
+def test_stop_ends_the_heartbeat(
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
+) -> None:
     supervisor = supervise(registry, registration, clock)
-    clock.advance(300)
-    assert supervisor.beat_once().renewed
+    assert beat_after(supervisor, clock, 300).renewed
     supervisor.stop("orderly shutdown")
     assert not supervisor.status().running
     assert supervisor.stopped_reason == "orderly shutdown"
-    clock.advance(300)
-    after = supervisor.beat_once()
+    after = beat_after(supervisor, clock, 300)
     assert not after.renewed
     assert not after.beat_attempted
     assert "orderly shutdown" in after.reasons[0]
@@ -284,12 +294,10 @@ def test_stop_is_idempotent_and_keeps_the_first_reason(
 
 
 def test_a_stopped_worker_goes_unowned_once_the_ttl_elapses(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock)
-    clock.advance(300)
-    supervisor.beat_once()
+    beat_after(supervisor, clock, 300)
     supervisor.stop("orderly shutdown")
     clock.advance(TTL + 1)
     record = registry.get(registration.worker_identity)
@@ -322,24 +330,16 @@ def test_a_transient_database_lock_is_counted_and_beating_continues(
     tmp_path: Path, clock: FakeWallClock
 ) -> None:
     path = tmp_path / "registry.sqlite"
-    with WorkerRegistry(path, wall_clock=clock, busy_timeout=0.05) as registry:
-        registration = attach(registry, clock)
+    with impatient_registry(path, clock) as (registry, registration):
         supervisor = supervise(registry, registration, clock)
-        other_process = sqlite3.connect(path, isolation_level=None)
-        try:
-            other_process.execute("BEGIN IMMEDIATE")
-            clock.advance(300)
-            first = supervisor.beat_once()
-            other_process.execute("ROLLBACK")
-        finally:
-            other_process.close()
+        with write_lock_held(path):
+            first = beat_after(supervisor, clock, 300)
         assert not first.renewed
         assert first.transient
         assert first.beat_attempted
         assert "database is locked" in first.reasons[0]
         assert supervisor.stopped_reason is None
-        clock.advance(300)
-        second = supervisor.beat_once()
+        second = beat_after(supervisor, clock, 300)
         assert second.renewed, second.reasons
         status = supervisor.status()
     assert (status.beats_attempted, status.beats_renewed, status.transient_failures) == (2, 1, 1)
@@ -361,9 +361,8 @@ class Flaky:
 
 
 def test_any_other_exception_from_the_registry_is_transient_too(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(Flaky(registry), registration, clock)
     assert supervisor.beat_once().transient
     assert supervisor.beat_once().renewed
@@ -371,9 +370,8 @@ def test_any_other_exception_from_the_registry_is_transient_too(
 
 
 def test_the_status_of_an_unstarted_supervisor_is_honest(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     status = supervise(registry, registration, clock).status()
     assert status.supervised
     assert not status.started
@@ -389,9 +387,8 @@ def test_the_status_of_an_unstarted_supervisor_is_honest(
 
 
 def test_the_thread_beats_once_per_interval_that_passes(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     ticker = ManualTicker()
     supervisor = supervise(registry, registration, clock, ticker=ticker)
     try:
@@ -435,9 +432,8 @@ def test_stop_interrupts_a_long_interval_at_once(tmp_path: Path) -> None:
 
 
 def test_start_is_idempotent_and_refused_after_a_stop(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     supervisor = supervise(registry, registration, clock, ticker=ManualTicker())
     try:
         first = supervisor.start()
@@ -452,9 +448,8 @@ def test_start_is_idempotent_and_refused_after_a_stop(
 
 
 def test_the_thread_stops_itself_when_its_worker_is_fenced(
-    registry: WorkerRegistry, clock: FakeWallClock
+    registry: WorkerRegistry, clock: FakeWallClock, registration: Registration
 ) -> None:
-    registration = attach(registry, clock)
     ticker = ManualTicker()
     refusals: list[HeartbeatOutcome] = []
     supervisor = supervise(registry, registration, clock, ticker=ticker)

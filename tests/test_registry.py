@@ -37,24 +37,17 @@ from core.registry.workers_view import (
     worker_rows,
 )
 from tests.fakes import FakeWallClock
-from tests.registry_support import TTL, alive, attach
+from tests.registry_support import (
+    TTL,
+    WORKER_FIELDS,
+    alive,
+    attach,
+    impatient_registry,
+    write_lock_held,
+)
 
 #: The fields of one ``mcp-tray workers --json`` row, in order.
-WORKER_ROW_FIELDS = [
-    "worker_identity",
-    "client_name",
-    "session_id",
-    "generation_id",
-    "server",
-    "pid",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_age_seconds",
-    "ttl_seconds",
-    "live",
-    "fencing_epoch",
-    "status",
-]
+WORKER_ROW_FIELDS = [*WORKER_FIELDS, "status"]
 
 
 def user_version(path: Path) -> int:
@@ -578,16 +571,10 @@ def test_a_write_lock_held_past_the_busy_timeout_raises_locked_and_leaves_no_tra
     tmp_path: Path, clock: FakeWallClock
 ) -> None:
     path = tmp_path / "registry.sqlite"
-    with WorkerRegistry(path, wall_clock=clock, busy_timeout=0.05) as impatient:
-        outcome = attach(impatient, clock)
-        blocker = sqlite3.connect(path, isolation_level=None)
-        try:
-            blocker.execute("BEGIN IMMEDIATE")
+    with impatient_registry(path, clock) as (impatient, outcome):
+        with write_lock_held(path):
             with pytest.raises(sqlite3.OperationalError, match="database is locked"):
                 impatient.heartbeat(outcome.worker_identity, outcome.fencing_epoch)
-            blocker.execute("ROLLBACK")
-        finally:
-            blocker.close()
         assert impatient.heartbeat(outcome.worker_identity, outcome.fencing_epoch).renewed
 
 

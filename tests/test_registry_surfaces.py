@@ -10,7 +10,6 @@ gateway's own ``ClientSession`` objects, so TTLs pass without waiting.
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +24,10 @@ from core.registry.store import WorkerRegistry
 from core.registry.worker_watch import WorkerWatch
 from core.serving.sessions import ClientSession
 from core.settings.paths import Paths
+from tests.cli_support import run_mcp_tray
 from tests.fakes import FakeWallClock
 from tests.gateway_support import Services
-
-WORKER_FIELDS = {
-    "worker_identity",
-    "client_name",
-    "session_id",
-    "generation_id",
-    "server",
-    "pid",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_age_seconds",
-    "ttl_seconds",
-    "live",
-    "fencing_epoch",
-}
+from tests.registry_support import WORKER_FIELDS
 
 
 def register(
@@ -70,14 +56,7 @@ def register(
 def cli(paths: Paths, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
     clean.update(MCP_TRAY_HOME=str(paths.state_dir.parent), **env)
-    return subprocess.run(
-        [sys.executable, "-m", "core.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=clean,
-        timeout=60,
-        check=False,
-    )
+    return run_mcp_tray(clean, *args)
 
 
 def test_workers_json_lists_every_row_with_its_fields(tray_home: Paths) -> None:
@@ -88,7 +67,7 @@ def test_workers_json_lists_every_row_with_its_fields(tray_home: Paths) -> None:
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [row["worker_identity"] for row in rows] == [identity]
-    assert set(rows[0]) >= WORKER_FIELDS
+    assert set(rows[0]) >= set(WORKER_FIELDS)
     assert rows[0]["live"] is True and rows[0]["client_name"] == "cursor"
     table = cli(tray_home, "workers")
     assert identity in table.stdout

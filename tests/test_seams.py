@@ -9,12 +9,14 @@ import asyncio
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from core.base.errors import SpawnError
 from core.base.states import ServerState
 from core.supervision.child import ChildProcess, StopTiming
 from tests.conftest import (
     ECHO,
+    ReadyFactory,
     SupervisorFactory,
     python_server,
     wait_ready,
@@ -56,12 +58,10 @@ class RecordingSpawner:
 
 
 async def test_the_supervisor_spawns_through_the_injected_spawner(
-    make_supervisor: SupervisorFactory,
+    start_ready: ReadyFactory,
 ) -> None:
     spawner = RecordingSpawner()
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, spawn=spawner)
-    server = supervisor.server("echo")
-    await wait_ready(server)
+    supervisor, server = await start_ready("echo", python_server(ECHO), spawn=spawner)
 
     assert spawner.launches == [(sys.executable, (str(ECHO),))]
     await supervisor.respawn("echo")
@@ -85,37 +85,51 @@ async def test_a_spawner_that_refuses_for_good_parks_the_server_without_a_proces
     assert server.pid is None and server.generation == 1
 
 
-async def test_the_stop_contract_waits_its_graces_on_the_injected_clock() -> None:
+@dataclass
+class Stopping:
+    """A child whose stop contract runs on a fake clock, now in its stdin-close grace."""
+
+    clock: FakeClock
+    timing: StopTiming
+    child: ChildProcess
+    #: What the contract logged.
+    notes: list[str]
+    stop: asyncio.Future[None]
+
+
+async def start_stopping(code: str) -> Stopping:
     clock = FakeClock()
     timing = StopTiming(stdin_close_grace=2.0, sigterm_grace=2.0, sigkill_settle=1.0)
-    child = await spawn_ready(DEAF_TO_EOF)
+    child = await spawn_ready(code)
     notes: list[str] = []
     stop = asyncio.ensure_future(child.stop(timing, notes.append, clock))
-
     # stdin is closed and the contract waits out its grace on the fake clock.
     await wait_until(lambda: clock.sleepers == 1, what="the stdin-close grace to start")
-    clock.advance(timing.stdin_close_grace - 0.5)
+    return Stopping(clock, timing, child, notes, stop)
+
+
+async def test_the_stop_contract_waits_its_graces_on_the_injected_clock() -> None:
+    stopping = await start_stopping(DEAF_TO_EOF)
+    clock, child, stop = stopping.clock, stopping.child, stopping.stop
+
+    clock.advance(stopping.timing.stdin_close_grace - 0.5)
     assert clock.sleepers == 1 and child.is_alive() and not stop.done()
 
     clock.advance(0.5)  # the grace is over: SIGTERM the group
     await asyncio.wait_for(stop, 10)
     assert child.returncode == 0  # it exited through its SIGTERM handler
-    assert notes == []  # no escalation to SIGKILL was needed
+    assert stopping.notes == []  # no escalation to SIGKILL was needed
 
 
 async def test_a_child_that_ignores_sigterm_is_killed_when_the_clock_says_so() -> None:
-    clock = FakeClock()
-    timing = StopTiming(stdin_close_grace=2.0, sigterm_grace=2.0, sigkill_settle=1.0)
-    child = await spawn_ready(STUBBORN)
-    notes: list[str] = []
-    stop = asyncio.ensure_future(child.stop(timing, notes.append, clock))
+    stopping = await start_stopping(STUBBORN)
+    clock, child, stop = stopping.clock, stopping.child, stopping.stop
 
-    await wait_until(lambda: clock.sleepers == 1, what="the stdin-close grace to start")
-    clock.advance(timing.stdin_close_grace)
+    clock.advance(stopping.timing.stdin_close_grace)
     # SIGTERM sent and shrugged off: the contract re-checks the group until its grace ends.
     assert await asyncio.wait_for(child.stdout.readline(), 10) == b"term\n"
     assert child.is_alive() and not stop.done()
-    clock.advance(timing.sigterm_grace)
+    clock.advance(stopping.timing.sigterm_grace)
     await asyncio.wait_for(stop, 10)
     assert child.returncode == -signal.SIGKILL
-    assert any("sending SIGKILL" in note for note in notes)
+    assert any("sending SIGKILL" in note for note in stopping.notes)

@@ -11,7 +11,8 @@ from core.base.errors import BreakerOpen, ExitedMidCall
 from core.base.snapshot import EventKind
 from core.base.states import BreakerState
 from core.supervision.server import ManagedServer
-from tests.conftest import ECHO, SupervisorFactory, python_server, wait_ready, wait_until
+from core.supervision.supervisor import Supervisor
+from tests.conftest import ECHO, ReadyFactory, python_server, wait_ready, wait_until
 from tests.fakes import FakeClock
 
 
@@ -19,12 +20,31 @@ def breaker_state(server: ManagedServer) -> BreakerState:
     return server.breaker.state
 
 
+@pytest.fixture
+async def echo(
+    start_ready: ReadyFactory, fake_clock: FakeClock
+) -> tuple[Supervisor, ManagedServer]:
+    """The echo server, ready, on the test's fake clock."""
+    return await start_ready("echo", python_server(ECHO), clock=fake_clock)
+
+
+async def crash(supervisor: Supervisor) -> None:
+    """One transport failure: a call whose child dies mid-call."""
+    with pytest.raises(ExitedMidCall):
+        await supervisor.call_tool("echo", "crash", {})
+
+
+async def crash_each_generation(supervisor: Supervisor, server: ManagedServer, times: int) -> None:
+    """``times`` transport failures in a row, each in the next generation once it is ready."""
+    for attempt in range(times):
+        await wait_ready(server, generation=attempt + 1)
+        await crash(supervisor)
+
+
 async def test_three_transport_failures_open_the_breaker_which_fails_fast_then_half_opens(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    echo: tuple[Supervisor, ManagedServer], fake_clock: FakeClock
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
+    supervisor, server = echo
     moves: list[BreakerState] = []
     supervisor.subscribe(
         lambda event: (
@@ -34,10 +54,7 @@ async def test_three_transport_failures_open_the_breaker_which_fails_fast_then_h
         )
     )
 
-    for attempt in range(3):
-        await wait_ready(server, generation=attempt + 1)
-        with pytest.raises(ExitedMidCall):
-            await supervisor.call_tool("echo", "crash", {})
+    await crash_each_generation(supervisor, server, 3)
     assert breaker_state(server) is BreakerState.OPEN
     generation = server.generation
 
@@ -66,30 +83,23 @@ async def test_three_transport_failures_open_the_breaker_which_fails_fast_then_h
 
 
 async def test_a_failed_half_open_probe_reopens_the_breaker(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    echo: tuple[Supervisor, ManagedServer], fake_clock: FakeClock
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    for attempt in range(3):
-        await wait_ready(server, generation=attempt + 1)
-        with pytest.raises(ExitedMidCall):
-            await supervisor.call_tool("echo", "crash", {})
+    supervisor, server = echo
+    await crash_each_generation(supervisor, server, 3)
     fake_clock.advance(server.breaker.cooldown)
     await wait_ready(server, generation=4)
 
-    with pytest.raises(ExitedMidCall):
-        await supervisor.call_tool("echo", "crash", {})
+    await crash(supervisor)
 
     assert breaker_state(server) is BreakerState.OPEN
     assert round(server.breaker.retry_in()) == 60
 
 
 async def test_tool_results_with_is_error_never_count_against_the_server(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    echo: tuple[Supervisor, ManagedServer],
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
+    supervisor, server = echo
 
     for _ in range(5):
         result = await supervisor.call_tool("echo", "fail", {"message": "file not found"})
@@ -101,18 +111,13 @@ async def test_tool_results_with_is_error_never_count_against_the_server(
 
 
 async def test_a_success_between_failures_resets_the_count(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    echo: tuple[Supervisor, ManagedServer],
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    for generation in (1, 2):
-        await wait_ready(server, generation=generation)
-        with pytest.raises(ExitedMidCall):
-            await supervisor.call_tool("echo", "crash", {})
+    supervisor, server = echo
+    await crash_each_generation(supervisor, server, 2)
     await wait_ready(server, generation=3)
     await supervisor.call_tool("echo", "echo", {"text": "ok"})
-    with pytest.raises(ExitedMidCall):
-        await supervisor.call_tool("echo", "crash", {})
+    await crash(supervisor)
 
     assert server.breaker.failures == 1
     assert breaker_state(server) is BreakerState.CLOSED

@@ -18,10 +18,13 @@ from core.base.envvars import OWNER_ENV
 from core.base.states import ServerState
 from core.settings.paths import Paths
 from core.supervision.child import group_members
+from core.supervision.server import ManagedServer
+from core.supervision.supervisor import Supervisor
 from core.supervision.sweep import find_leftovers, new_owner_id, owner_alive, sweep_leftovers
 from tests.conftest import (
     GRANDCHILD,
-    SupervisorFactory,
+    ReadyFactory,
+    pid_of,
     python_server,
     wait_ready,
     wait_until,
@@ -30,18 +33,21 @@ from tests.conftest import (
 from tests.conftest import process_alive as alive
 
 
-async def test_stop_leaves_no_process_of_the_group_even_when_the_leader_exits_cleanly(
-    make_supervisor: SupervisorFactory, tmp_path: Path
-) -> None:
+async def start_group(
+    start_ready: ReadyFactory, tmp_path: Path, **env: str
+) -> tuple[Supervisor, ManagedServer, int]:
+    """The grandchild server (``env`` added to its own), ready, and its grandchild's pid."""
     pid_file = tmp_path / "grandchild.pid"
-    supervisor = await make_supervisor(
-        {"gc": python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file))}
-    )
-    server = supervisor.server("gc")
-    await wait_ready(server)
-    leader = server.pid
-    assert leader is not None
-    grandchild = int(pid_file.read_text())
+    entry = python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file), **env)
+    supervisor, server = await start_ready("gc", entry)
+    return supervisor, server, int(pid_file.read_text())
+
+
+async def test_stop_leaves_no_process_of_the_group_even_when_the_leader_exits_cleanly(
+    start_ready: ReadyFactory, tmp_path: Path
+) -> None:
+    supervisor, server, grandchild = await start_group(start_ready, tmp_path)
+    leader = pid_of(server)
     assert alive(grandchild)
     assert os.getpgid(grandchild) == leader
 
@@ -54,16 +60,12 @@ async def test_stop_leaves_no_process_of_the_group_even_when_the_leader_exits_cl
 
 
 async def test_a_grandchild_that_ignores_sigterm_is_killed_by_the_escalation(
-    make_supervisor: SupervisorFactory, tmp_path: Path
+    start_ready: ReadyFactory, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "grandchild.pid"
-    entry = python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file), GRANDCHILD_STUBBORN="1")
-    supervisor = await make_supervisor({"gc": entry})
-    server = supervisor.server("gc")
-    await wait_ready(server)
-    leader = server.pid
-    assert leader is not None
-    grandchild = int(pid_file.read_text())
+    supervisor, server, grandchild = await start_group(
+        start_ready, tmp_path, GRANDCHILD_STUBBORN="1"
+    )
+    leader = pid_of(server)
 
     started = time.monotonic()
     await supervisor.stop_server("gc")
@@ -78,17 +80,10 @@ async def test_a_grandchild_that_ignores_sigterm_is_killed_by_the_escalation(
 
 
 async def test_a_crashed_childs_grandchildren_are_ended_before_the_respawn(
-    make_supervisor: SupervisorFactory, tmp_path: Path
+    start_ready: ReadyFactory, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "grandchild.pid"
-    supervisor = await make_supervisor(
-        {"gc": python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file))}
-    )
-    server = supervisor.server("gc")
-    await wait_ready(server)
-    leader = server.pid
-    assert leader is not None
-    grandchild = int(pid_file.read_text())
+    _, server, grandchild = await start_group(start_ready, tmp_path)
+    leader = pid_of(server)
 
     os.kill(leader, 9)
     await wait_ready(server, generation=2)
@@ -139,7 +134,6 @@ async def test_the_supervisor_sweeps_at_start_up(tray_home: Paths) -> None:
             lambda: OWNER_ENV in psutil.Process(leftover.pid).environ(), what="tag visible"
         )
         from core.settings.config import load_config
-        from core.supervision.supervisor import Supervisor
 
         tray_home.config_file.write_text('{"mcpServers": {}}')
         supervisor = Supervisor(load_config(tray_home.config_file), tray_home)

@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,14 @@ import pytest
 from core.base.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
 from core.base.states import ServerState
 from core.supervision.server import ManagedServer
+from core.supervision.supervisor import Supervisor
 from tests.conftest import (
     CRASH_AT_START,
     ECHO,
+    ReadyFactory,
     SupervisorFactory,
     kill_hard,
+    pid_of,
     python_server,
     wait_ready,
     wait_state,
@@ -36,11 +40,9 @@ def text_of(result: dict[str, Any]) -> str:
 
 
 async def test_a_healthy_server_becomes_ready_and_answers_a_call(
-    make_supervisor: SupervisorFactory,
+    start_ready: ReadyFactory,
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)})
-    server = supervisor.server("echo")
-    await wait_ready(server)
+    supervisor, server = await start_ready("echo", python_server(ECHO))
     assert server.pid is not None
     assert "echo" in server.catalog.tools
 
@@ -52,13 +54,10 @@ async def test_a_healthy_server_becomes_ready_and_answers_a_call(
 
 
 async def test_a_call_after_kill_9_gets_its_result_through_exactly_one_respawn(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    start_ready: ReadyFactory, fake_clock: FakeClock
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    old_pid = server.pid
-    assert old_pid is not None
+    supervisor, server = await start_ready("echo", python_server(ECHO), clock=fake_clock)
+    old_pid = pid_of(server)
 
     await kill_hard(old_pid)
     result = await supervisor.call_tool("echo", "whoami", {})
@@ -70,93 +69,107 @@ async def test_a_call_after_kill_9_gets_its_result_through_exactly_one_respawn(
     assert server.state is ServerState.READY
 
 
-async def test_a_read_only_call_cut_by_the_childs_death_is_retried_once_and_answered(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
-) -> None:
+@dataclass
+class CutCall:
+    """A call whose child was killed mid-call, once its tool had started."""
+
+    supervisor: Supervisor
+    server: ManagedServer
+    #: The child the call was cut in.
+    pid: int
+    call: asyncio.Future[dict[str, Any]]
+    #: The tool's ``<tool>.started`` marker, holding the pid it ran in.
+    marker: Path
+
+
+async def cut_call(
+    start_ready: ReadyFactory,
+    clock: FakeClock,
+    tmp_path: Path,
+    tool: str,
+    seconds: float,
+    *,
+    clear_marker: bool = True,
+    **config: Any,
+) -> CutCall:
+    """Echo (with a marker dir, and ``config`` in its entry) ready on ``clock``, a
+    call to ``tool`` in it, and kill -9 once the tool has started.
+
+    The marker is cleared before the kill (unless told not to), so one found
+    later was written by a replay.
+    """
     markers = tmp_path / "markers"
     markers.mkdir()
-    supervisor = await make_supervisor(
-        {"echo": python_server(ECHO, ECHO_MARKER_DIR=str(markers))}, clock=fake_clock
-    )
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    first_pid = server.pid
-    assert first_pid is not None
+    entry = python_server(ECHO, ECHO_MARKER_DIR=str(markers)) | config
+    supervisor, server = await start_ready("echo", entry, clock=clock)
+    pid = pid_of(server)
+    call = asyncio.ensure_future(supervisor.call_tool("echo", tool, {"seconds": seconds}))
+    marker = markers / f"{tool}.started"
+    await wait_until(marker.exists, what=f"{tool} to start")
+    if clear_marker:
+        marker.unlink()
+    await kill_hard(pid)
+    return CutCall(supervisor, server, pid, call, marker)
 
-    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_read", {"seconds": 0.3}))
-    await wait_until(lambda: (markers / "slow_read.started").exists(), what="slow_read to start")
-    (markers / "slow_read.started").unlink()
-    await kill_hard(first_pid)
-    result = await asyncio.wait_for(call, 20)
+
+async def test_a_read_only_call_cut_by_the_childs_death_is_retried_once_and_answered(
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    cut = await cut_call(start_ready, fake_clock, tmp_path, "slow_read", 0.3)
+    result = await asyncio.wait_for(cut.call, 20)
 
     assert text_of(result) == "read after 0.3"
-    assert server.generation == 2
-    assert server.respawn_requests == 1
+    assert cut.server.generation == 2
+    assert cut.server.respawn_requests == 1
     # The replay reached the new child.
-    assert (markers / "slow_read.started").read_text() != str(first_pid)
+    assert cut.marker.read_text() != str(cut.pid)
 
 
 async def test_a_call_without_safety_hints_cut_by_the_childs_death_is_not_replayed(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    supervisor = await make_supervisor(
-        {"echo": python_server(ECHO, ECHO_MARKER_DIR=str(markers))}, clock=fake_clock
-    )
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    pid = server.pid
-    assert pid is not None
-
-    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_write", {"seconds": 5}))
-    await wait_until(lambda: (markers / "slow_write.started").exists(), what="slow_write to start")
-    (markers / "slow_write.started").unlink()
-    await kill_hard(pid)
+    cut = await cut_call(start_ready, fake_clock, tmp_path, "slow_write", 5)
     with pytest.raises(ExitedMidCall) as caught:
-        await asyncio.wait_for(call, 10)
+        await asyncio.wait_for(cut.call, 10)
 
     message = str(caught.value)
     assert "exited mid-call" in message
     assert "may or may not have taken effect" in message
     assert "timed out" not in message
     # One respawn was asked for, and the call was never replayed on the new child.
-    assert server.respawn_requests == 1
-    await wait_ready(server, generation=2)
+    assert cut.server.respawn_requests == 1
+    await wait_ready(cut.server, generation=2)
     # A round trip through the new child: it has read everything sent before.
-    assert text_of(await supervisor.call_tool("echo", "echo", {"text": "after"})) == "after"
-    assert not (markers / "slow_write.started").exists()
+    assert text_of(await cut.supervisor.call_tool("echo", "echo", {"text": "after"})) == "after"
+    assert not cut.marker.exists()
 
 
 async def test_retry_always_in_the_config_replays_a_call_without_hints(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    entry = python_server(ECHO, ECHO_MARKER_DIR=str(markers)) | {"retry": "always"}
-    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    pid = server.pid
-    assert pid is not None
+    cut = await cut_call(
+        start_ready, fake_clock, tmp_path, "slow_write", 0.2, clear_marker=False, retry="always"
+    )
 
-    call = asyncio.ensure_future(supervisor.call_tool("echo", "slow_write", {"seconds": 0.2}))
-    await wait_until(lambda: (markers / "slow_write.started").exists(), what="slow_write to start")
-    await kill_hard(pid)
+    assert text_of(await asyncio.wait_for(cut.call, 20)) == "wrote after 0.2"
 
-    assert text_of(await asyncio.wait_for(call, 20)) == "wrote after 0.2"
+
+async def kill_echo_whose_respawn_will(
+    start_ready: ReadyFactory, clock: FakeClock, tmp_path: Path, on_restart: str
+) -> tuple[Supervisor, ManagedServer]:
+    """Echo ready on ``clock``, then kill -9'd: its respawn will ``on_restart`` (hang, crash)."""
+    entry = python_server(ECHO, ECHO_STATE_FILE=str(tmp_path / "state"), ECHO_ON_RESTART=on_restart)
+    supervisor, server = await start_ready("echo", entry, clock=clock)
+    await kill_hard(pid_of(server))
+    return supervisor, server
 
 
 async def test_no_fresh_session_in_the_window_is_reported_as_an_exit_never_a_timeout(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
-    entry = python_server(ECHO, ECHO_STATE_FILE=str(tmp_path / "state"), ECHO_ON_RESTART="hang")
-    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    pid = server.pid
-    assert pid is not None
-    await kill_hard(pid)
+    supervisor, server = await kill_echo_whose_respawn_will(
+        start_ready, fake_clock, tmp_path, "hang"
+    )
 
     call = asyncio.ensure_future(supervisor.call_tool("echo", "echo", {"text": "x"}, timeout=300))
     # The respawned child hangs before its handshake: let the window run out.
@@ -178,15 +191,11 @@ async def test_no_fresh_session_in_the_window_is_reported_as_an_exit_never_a_tim
 
 
 async def test_a_child_that_dies_again_after_the_respawn_fails_the_call_without_a_loop(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock, tmp_path: Path
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
-    entry = python_server(ECHO, ECHO_STATE_FILE=str(tmp_path / "state"), ECHO_ON_RESTART="crash")
-    supervisor = await make_supervisor({"echo": entry}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    pid = server.pid
-    assert pid is not None
-    await kill_hard(pid)
+    supervisor, server = await kill_echo_whose_respawn_will(
+        start_ready, fake_clock, tmp_path, "crash"
+    )
 
     with pytest.raises(ExitedAgain) as caught:
         await asyncio.wait_for(supervisor.call_tool("echo", "echo", {"text": "x"}), 20)
@@ -304,13 +313,10 @@ async def test_a_missing_working_folder_parks_at_once_naming_it(
 
 
 async def test_a_living_child_that_stops_answering_pings_is_degraded_then_ready_again(
-    make_supervisor: SupervisorFactory, fake_clock: FakeClock
+    start_ready: ReadyFactory, fake_clock: FakeClock
 ) -> None:
-    supervisor = await make_supervisor({"echo": python_server(ECHO)}, clock=fake_clock)
-    server = supervisor.server("echo")
-    await wait_ready(server)
-    pid = server.pid
-    assert pid is not None
+    _, server = await start_ready("echo", python_server(ECHO), clock=fake_clock)
+    pid = pid_of(server)
     keepalive = server.config.keepalive_seconds
 
     os.kill(pid, signal.SIGSTOP)  # alive, but silent

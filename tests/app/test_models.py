@@ -11,14 +11,9 @@ from PySide6.QtCore import QModelIndex
 from pytestqt.qtbot import QtBot
 
 from app.models import ServerRow, ServersModel, SessionsModel, WarningsModel, WorkersModel
-from core.base.snapshot import (
-    ResourceUsage,
-    ServerSnapshot,
-    SessionSnapshot,
-    WarningSnapshot,
-    WorkerSnapshot,
-)
-from core.base.states import BreakerState, ServerState
+from core.base.snapshot import ResourceUsage, WarningSnapshot, WorkerSnapshot
+from core.base.states import ServerState
+from tests.app.builders import server, session
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -36,41 +31,6 @@ def worker(identity: str, beat_seconds_ago: float, ttl: float = 60) -> WorkerSna
         ttl_seconds=ttl,
         status="live",
     )
-
-
-def session(id: str, failures: int = 0) -> SessionSnapshot:
-    return SessionSnapshot(
-        id=id,
-        server="echo",
-        kind="http",
-        client_name="cursor",
-        client="Cursor",
-        opened_at=0.0,
-        requests=1,
-        consecutive_failures=failures,
-        tripped=failures >= 3,
-        last_error=None,
-        worker_identity=None,
-    )
-
-
-def server(name: str, state: ServerState, **fields: Any) -> ServerSnapshot:
-    base: dict[str, Any] = {
-        "name": name,
-        "state": state,
-        "pid": None,
-        "generation": 1,
-        "restarts": 0,
-        "breaker": BreakerState.CLOSED,
-        "last_error": None,
-        "parked_reason": None,
-        "started_at": None,
-        "unproven_drops": 0,
-        "command": "x",
-        "sharing": "shared",
-        "log_path": "/tmp/x.log",
-    }
-    return ServerSnapshot(**{**base, **fields})
 
 
 class Recorder:

@@ -16,42 +16,23 @@ from core.base.snapshot import (
     WarningSnapshot,
     WorkerSnapshot,
 )
-from core.base.states import BreakerState, ServerState
+from core.base.states import ServerState
+from tests.app import builders
 
 
 def server(name: str, state: ServerState, reason: str | None = None) -> ServerSnapshot:
-    return ServerSnapshot(
-        name=name,
-        state=state,
-        pid=100
-        if state in (ServerState.READY, ServerState.DEGRADED, ServerState.STARTING)
-        else None,
-        generation=1,
-        restarts=0,
-        breaker=BreakerState.CLOSED,
-        last_error=None,
-        parked_reason=reason,
-        started_at=None,
-        unproven_drops=0,
-        command="x",
-        sharing="shared",
-        log_path="/tmp/x.log",
-    )
+    running = state in (ServerState.READY, ServerState.DEGRADED, ServerState.STARTING)
+    return builders.server(name, state, pid=100 if running else None, parked_reason=reason)
 
 
 def session(tripped: bool, id: str = "s1") -> SessionSnapshot:
-    return SessionSnapshot(
-        id=id,
+    return builders.session(
+        id,
+        failures=3 if tripped else 0,
         server="a",
-        kind="http",
         client_name="claude-desktop",
         client="Claude Desktop",
-        opened_at=0.0,
         requests=3,
-        consecutive_failures=3 if tripped else 0,
-        tripped=tripped,
-        last_error=None,
-        worker_identity=None,
     )
 
 

@@ -53,19 +53,24 @@ def select(window_table: Any, key: str) -> None:
     raise AssertionError(f"no row {key!r}")
 
 
-async def open_window(service: TrayService) -> tuple[MainWindow, CoreLink]:
+@contextlib.asynccontextmanager
+async def open_window(service: TrayService) -> AsyncIterator[MainWindow]:
+    """The window on the service's core, shown; closed (with its link) inside the test."""
     link = CoreLink(service.supervisor)
     window = MainWindow(link, service)
     window.show()
-    return window, link
+    try:
+        yield window
+    finally:
+        window.close()
+        link.close()
 
 
 async def test_clicking_respawn_respawns_the_real_server(tray_home: Paths) -> None:
     async with running(tray_home, {"echo": python_server(ECHO)}) as service:
         server = service.supervisor.server("echo")
         await wait_ready(server)
-        window, link = await open_window(service)
-        try:
+        async with open_window(service) as window:
             await wait_until(lambda: window.servers.model.keys() == ["echo"], what="the row")
             select(window.servers, "echo")
             QTest.mouseClick(window.respawn_button, Qt.MouseButton.LeftButton)
@@ -79,15 +84,11 @@ async def test_clicking_respawn_respawns_the_real_server(tray_home: Paths) -> No
                 ),
                 what="the row to show generation 2",
             )
-        finally:
-            window.close()
-            link.close()
 
 
 async def test_a_failing_action_shows_its_error_in_the_status_bar(tray_home: Paths) -> None:
     async with running(tray_home, {"echo": python_server(ECHO)}) as service:
-        window, link = await open_window(service)
-        try:
+        async with open_window(service) as window:
             await wait_until(lambda: window.servers.model.keys() == ["echo"], what="the row")
             select(window.servers, "echo")
             # A config reload dropped the server between the selection and the click.
@@ -101,9 +102,6 @@ async def test_a_failing_action_shows_its_error_in_the_status_bar(tray_home: Pat
                 assert window.stop_button.isEnabled()
             finally:
                 service.supervisor.servers["echo"] = removed
-        finally:
-            window.close()
-            link.close()
 
 
 async def test_clicking_reset_clears_a_session_tripped_through_the_real_breaker(
@@ -112,8 +110,7 @@ async def test_clicking_reset_clears_a_session_tripped_through_the_real_breaker(
     async with running(tray_home, {"ghost": {"command": "mcp-tray-no-such-command"}}) as service:
         ghost = service.supervisor.server("ghost")
         await wait_until(lambda: ghost.state is ServerState.PARKED, what="parked")
-        window, link = await open_window(service)
-        try:
+        async with open_window(service) as window:
             async with http_client(service, "ghost") as client:
                 for _ in range(3):
                     await client.call_tool("x", {})
@@ -134,32 +131,21 @@ async def test_clicking_reset_clears_a_session_tripped_through_the_real_breaker(
                 )
                 after = await client.call_tool("x", {})
                 assert "⚠️" not in after.content[0].text  # type: ignore[union-attr]
-        finally:
-            window.close()
-            link.close()
 
 
 async def test_a_second_launch_raises_the_first_ones_window(tray_home: Paths) -> None:
     async with running(tray_home, {}) as service:
-        window, link = await open_window(service)
-        window.hide()
-        service.on_raise = window.bring_up
-        try:
+        async with open_window(service) as window:
+            window.hide()
+            service.on_raise = window.bring_up
             code = await asyncio.to_thread(ask_running_instance_to_raise, service.paths)
             assert code == 0
             await wait_until(window.isVisible, what="the window to come up")
-        finally:
-            window.close()
-            link.close()
 
 
 async def test_empty_tabs_say_why_they_are_empty(tray_home: Paths) -> None:
     async with running(tray_home, {}) as service:
-        window, link = await open_window(service)
-        try:
+        async with open_window(service) as window:
             assert not window.workers.empty.isHidden()
             assert "mcp-tray connect" in window.workers.empty.text()
             assert "client-config" in window.sessions.empty.text()
-        finally:
-            window.close()
-            link.close()

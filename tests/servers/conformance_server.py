@@ -207,6 +207,16 @@ async def test_sampling(prompt: str, ctx: Context) -> str:
     return f"LLM response: {answer}"
 
 
+async def _elicit_and_report(ctx: Context, message: str, schema: type[BaseModel], said: str) -> str:
+    """Elicits ``schema``; reports the action and the accepted content after ``said``."""
+    try:
+        result = await ctx.elicit(message=message, schema=schema)
+    except MCPError as exc:
+        return f"Elicitation failed: {exc}"
+    content = result.data.model_dump_json() if result.action == "accept" else "{}"
+    return f"{said}: action={result.action}, content={content}"
+
+
 class UserAnswer(BaseModel):
     username: str = Field(description="User's response")
     email: str = Field(description="User's email address")
@@ -215,12 +225,7 @@ class UserAnswer(BaseModel):
 @server.tool()
 async def test_elicitation(message: str, ctx: Context) -> str:
     """Asks the user (elicitation/create) for a username and an email."""
-    try:
-        result = await ctx.elicit(message=message, schema=UserAnswer)
-    except MCPError as exc:
-        return f"Elicitation failed: {exc}"
-    content = result.data.model_dump_json() if result.action == "accept" else "{}"
-    return f"User response: action={result.action}, content={content}"
+    return await _elicit_and_report(ctx, message, UserAnswer, "User response")
 
 
 class Defaults(BaseModel):
@@ -240,12 +245,9 @@ class Defaults(BaseModel):
 @server.tool()
 async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
     """Elicits with defaults for string, integer, number, enum and boolean (SEP-1034)."""
-    try:
-        result = await ctx.elicit(message="Please review your details", schema=Defaults)
-    except MCPError as exc:
-        return f"Elicitation failed: {exc}"
-    content = result.data.model_dump_json() if result.action == "accept" else "{}"
-    return f"Elicitation completed: action={result.action}, content={content}"
+    return await _elicit_and_report(
+        ctx, "Please review your details", Defaults, "Elicitation completed"
+    )
 
 
 class Enums(BaseModel):
@@ -293,12 +295,7 @@ class Enums(BaseModel):
 @server.tool()
 async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     """Elicits with all five enum schema variants (SEP-1330)."""
-    try:
-        result = await ctx.elicit(message="Please pick some options", schema=Enums)
-    except MCPError as exc:
-        return f"Elicitation failed: {exc}"
-    content = result.data.model_dump_json() if result.action == "accept" else "{}"
-    return f"Elicitation completed: action={result.action}, content={content}"
+    return await _elicit_and_report(ctx, "Please pick some options", Enums, "Elicitation completed")
 
 
 # ------------------------------------------------------ 2026-07-28 era fixtures
