@@ -74,14 +74,11 @@ class GatewayConnection:
         name: str,
         http: HttpSession,
         session: ClientSession,
-        *,
-        named_by_bridge: bool,
     ) -> None:
         self.gateway = gateway
         self.name = name
         self.http = http
         self.session = session
-        self._named_by_bridge = named_by_bridge
         self._private: ManagedServer | None = None
         self._share: Share | None = None
         #: What the client declared in ``initialize``.
@@ -105,7 +102,7 @@ class GatewayConnection:
         )
         if bridge_client:
             session.client_name = bridge_client
-        return cls(gateway, name, http, session, named_by_bridge=bool(bridge_client))
+        return cls(gateway, name, http, session)
 
     # ---------------------------------------------------------- the server
 
@@ -120,10 +117,7 @@ class GatewayConnection:
         if shared.config.sharing != "per-session":
             return shared
         if self._private is None:
-            factory = self.gateway.private_server
-            if factory is None:
-                raise RuntimeError("per-session sharing needs a private server factory")
-            self._private = factory(shared, self.session.id)
+            self._private = self.gateway.owner.private_server(shared, self.session.id)
             self._private.start()
         return self._private
 
@@ -224,7 +218,7 @@ class GatewayConnection:
     async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
         info = params.get("clientInfo")
         if (
-            not self._named_by_bridge
+            self.session.kind != "bridge"  # a bridge names the client it speaks for
             and isinstance(info, dict)
             and isinstance(info.get("name"), str)
         ):

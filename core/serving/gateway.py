@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -62,8 +62,17 @@ LIST_CHANGED: Final = frozenset(
     }
 )
 
-SessionHook = Callable[[ClientSession], None]
-PrivateServerFactory = Callable[[ManagedServer, str], ManagedServer]
+
+class GatewayOwner(Protocol):
+    """What the gateway needs from the service it runs in."""
+
+    def private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
+        """A child of its own for one client session (``"sharing": "per-session"``)."""
+        ...
+
+    def session_opened(self, session: ClientSession) -> None: ...
+
+    def session_closed(self, session: ClientSession) -> None: ...
 
 
 def log_severity(level: object) -> int:
@@ -174,17 +183,12 @@ class Gateway:
         self,
         supervisor: Supervisor,
         sessions: SessionTable,
-        *,
-        private_server: PrivateServerFactory | None = None,
-        on_open: SessionHook | None = None,
-        on_close: SessionHook | None = None,
+        owner: GatewayOwner,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         self.supervisor = supervisor
         self.sessions = sessions
-        self.private_server = private_server
-        self._on_open = on_open
-        self._on_close = on_close
+        self.owner = owner
         self.max_body_bytes = max_body_bytes
         self._endpoints: dict[str, StreamableHttp] = {}
         self.connections: dict[str, GatewayConnection] = {}
@@ -230,15 +234,13 @@ class Gateway:
     def opened(self, connection: "GatewayConnection") -> None:
         self.connections[connection.session.id] = connection
         self.sessions.open(connection.session)
-        if self._on_open is not None:
-            self._on_open(connection.session)
+        self.owner.session_opened(connection.session)
 
     def closed(self, connection: "GatewayConnection") -> None:
         if self.connections.pop(connection.session.id, None) is None:
             return
         self.sessions.close(connection.session.id)
-        if self._on_close is not None:
-            self._on_close(connection.session)
+        self.owner.session_closed(connection.session)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -25,7 +25,7 @@ from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
-from core.serving.sessions import SessionTable
+from core.serving.sessions import ClientSession, SessionTable
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import Instance, RuntimeInfo
@@ -64,10 +64,8 @@ class TrayService:
         self.gateway = Gateway(
             self.supervisor,
             self.sessions,
-            private_server=self._private_server,
-            on_open=self._session_opened,
-            on_close=self._session_closed,
-            max_body_bytes=config.gateway.max_body_bytes,
+            self,
+            config.gateway.max_body_bytes,
         )
         self._metrics = Metrics(
             SnapshotCollector(
@@ -164,14 +162,14 @@ class TrayService:
 
     # ------------------------------------------------------ gateway hooks
 
-    def _private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
+    def private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
         return self.supervisor.add_private(shared.config, session_id)
 
-    def _session_opened(self, session: Any) -> None:
+    def session_opened(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_opened(session)
 
-    def _session_closed(self, session: Any) -> None:
+    def session_closed(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_closed(session)
 
