@@ -206,7 +206,7 @@ class HttpSession:
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
         self._next_seq = 1
-        self._turn = asyncio.Condition()
+        self._waiters: dict[int, asyncio.Future[None]] = {}
         self._streams = itertools.count(1)
         self.last_active = time.monotonic()
         self.closed = False
@@ -265,22 +265,23 @@ class HttpSession:
 
     async def wait_turn(self, seq: int | None) -> None:
         """Hold a numbered message until the ones numbered before it were dispatched."""
-        if seq is None:
-            return
-        async with self._turn:
-            try:
-                await asyncio.wait_for(
-                    self._turn.wait_for(lambda: self._next_seq >= seq), SEQUENCE_GAP_SECONDS
-                )
-            except TimeoutError:
-                logger.warning("session %s: message %d waited for a gap; going on", self.id, seq)
+        if seq is None or seq <= self._next_seq:
+            return  # its turn (the common case: no lock, no task switch)
+        waiter = self._waiters.setdefault(seq, asyncio.get_running_loop().create_future())
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), SEQUENCE_GAP_SECONDS)
+        except TimeoutError:
+            logger.warning("session %s: message %d waited for a gap; going on", self.id, seq)
+        finally:
+            self._waiters.pop(seq, None)
 
-    async def done_turn(self, seq: int | None) -> None:
-        if seq is None:
+    def done_turn(self, seq: int | None) -> None:
+        if seq is None or seq < self._next_seq:
             return
-        async with self._turn:
-            self._next_seq = max(self._next_seq, seq + 1)
-            self._turn.notify_all()
+        self._next_seq = seq + 1
+        waiter = self._waiters.get(self._next_seq)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def close(self) -> None:
         if self.closed:
@@ -502,7 +503,7 @@ class StreamableHttp:
                 if task is not None:
                     task.cancel()
         finally:
-            await session.done_turn(seq)
+            session.done_turn(seq)
         if isinstance(method, str) and method != "notifications/cancelled" and session.handler:
             try:
                 await session.handler.on_notification(
@@ -558,7 +559,7 @@ class StreamableHttp:
         await session.wait_turn(seq)
         # notifications/cancelled cancels this very task; _run then answers nothing.
         session.in_flight[request_id] = task
-        await session.done_turn(seq)
+        session.done_turn(seq)
         try:
             response = await _run(handler, ctx, message["method"], params)
         finally:
