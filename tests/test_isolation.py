@@ -40,6 +40,13 @@ CHATTY = SERVERS / "chatty.py"
 LEGACY = SERVERS / "legacy_2024.py"
 
 
+def chatty(log: Path) -> dict[str, Any]:
+    # Pinned to the handshake era: its tools ask the client the old way (a
+    # server->client request on the pipe), which the stateless era has no
+    # room for; there, input requests are part of the call's own result.
+    return python_server(CHATTY, CHATTY_LOG=str(log)) | {"protocol": "handshake"}
+
+
 @dataclass
 class Seen:
     """What one client session received from the server, in order."""
@@ -106,7 +113,7 @@ async def chatty_pair(
     services: Services, tmp_path: Path, *, b_sampling: bool = True
 ) -> AsyncIterator[tuple[TrayService, Path, ClientSession, Seen, ClientSession, Seen]]:
     log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    service = await services.start({"chatty": chatty(log)})
     await wait_ready(service.supervisor.server("chatty"))
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
@@ -214,7 +221,7 @@ async def test_a_server_request_outside_any_call_goes_to_the_only_session_else_f
     services: Services, tmp_path: Path
 ) -> None:
     log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    service = await services.start({"chatty": chatty(log)})
     await wait_ready(service.supervisor.server("chatty"))
     a, b = Seen("A"), Seen("B")
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
@@ -249,7 +256,7 @@ async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
     services: Services, tmp_path: Path
 ) -> None:
     log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": python_server(CHATTY, CHATTY_LOG=str(log))})
+    service = await services.start({"chatty": chatty(log)})
     await wait_ready(service.supervisor.server("chatty"))
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:

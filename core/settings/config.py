@@ -35,6 +35,8 @@ Sharing = Literal["shared", "per-session"]
 
 RETRY_POLICIES: Final = ("safe", "always", "never")
 SHARING_MODES: Final = ("shared", "per-session")
+#: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
+PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 
 #: A run is proven once it stays up this long (DESIGN 3.2).
 DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
@@ -51,6 +53,7 @@ SERVER_KEYS: Final = (
     "retry",
     "keepalive_seconds",
     "sharing",
+    "protocol",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
@@ -78,10 +81,18 @@ class ServerConfig:
     retry: RetryPolicy = "safe"
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
     sharing: Sharing = "shared"
+    #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
+    protocol: str = "auto"
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
-        return (self.command, self.args, tuple(sorted(self.env.items())), self.cwd)
+        return (
+            self.command,
+            self.args,
+            tuple(sorted(self.env.items())),
+            self.cwd,
+            self.protocol,
+        )
 
 
 @dataclass(frozen=True)
@@ -400,6 +411,14 @@ class _Checker:
                 f"must be one of {', '.join(SHARING_MODES)}, got {_describe(sharing)}",
                 fix='"shared" runs one child for all clients; "per-session" one per client session',
             )
+        protocol = entry.get("protocol", "auto")
+        if protocol not in PROTOCOL_MODES:
+            raise self.error(
+                [*keys, "protocol"],
+                f"must be one of {', '.join(PROTOCOL_MODES)}, got {_describe(protocol)}",
+                fix='"auto" asks the server which era it speaks; "handshake" pins initialize '
+                "(for servers whose tools send requests the old way)",
+            )
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -411,6 +430,7 @@ class _Checker:
             retry=retry,
             keepalive_seconds=float(keepalive),
             sharing=sharing,
+            protocol=protocol,
         )
 
     def expander(self, keys: list[str]) -> "_Expander":

@@ -9,6 +9,7 @@ dead or ready; it reads and waits on what the run loop decided
 (core.supervision.run).
 """
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -28,14 +29,28 @@ from core.base.errors import (
     UpstreamError,
 )
 from core.base.states import ServerState
-from core.protocol.jsonrpc import REQUEST_TIMEOUT
-from core.supervision.routing import Caller
+from core.protocol.eras import (
+    INPUT_REQUIRED,
+    LATEST_MODERN_VERSION,
+    as_handshake,
+    with_envelope,
+    without_envelope,
+)
+from core.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from core.supervision.routing import Caller, ServerRequestRouter
 from core.supervision.run import Run
+from core.supervision.upstream import OWN_ENVELOPE, Upstream
 
 if TYPE_CHECKING:
     from core.supervision.server import ManagedServer
 
 S = ServerState
+
+#: Rounds of ``input_required`` mcp-tray answers for one request of a handshake-era client.
+MAX_INPUT_ROUNDS: Final = 10
+#: A round with state but no question waits this long, doubling up to the cap.
+STATE_ONLY_PAUSE_SECONDS: Final = 0.05
+STATE_ONLY_PAUSE_CAP_SECONDS: Final = 0.25
 
 #: Methods that change nothing on the server, or change it idempotently: a
 #: call of one of these cut by a crash is replayed after the respawn.
@@ -54,6 +69,13 @@ REPEATABLE_METHODS: Final = frozenset(
         "logging/setLevel",
     }
 )
+
+
+async def _ask(router: ServerRequestRouter, request: Any) -> dict[str, Any]:
+    """One input request of an ``input_required`` result, asked the handshake-era way."""
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        raise RpcError(INVALID_PARAMS, f"malformed input request from the server: {request!r}")
+    return await router(request["method"], request.get("params"))
 
 
 class _RunDied(Exception):
@@ -176,10 +198,27 @@ class CallPath:
         if upstream is None:
             raise ConnectionLost("no upstream session")
         timeout = caller.timeout
+        catalog = self._server.catalog
         try:
-            result = await upstream.request(
-                method, params, timeout=timeout, on_progress=caller.on_progress
-            )
+            if not catalog.modern:
+                result = await upstream.request(
+                    method,
+                    without_envelope(params),
+                    timeout=timeout,
+                    on_progress=caller.on_progress,
+                )
+            else:
+                envelope = (caller.envelope or OWN_ENVELOPE)._replace(
+                    version=catalog.version or LATEST_MODERN_VERSION
+                )
+                sent = with_envelope(params, envelope)
+                result = await upstream.request(
+                    method, sent, timeout=timeout, on_progress=caller.on_progress
+                )
+                if not caller.modern:
+                    result = as_handshake(
+                        await self._fulfil(upstream, method, sent, result, caller)
+                    )
         except RpcError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 if not run.alive():
@@ -189,6 +228,55 @@ class CallPath:
             raise UpstreamError(self._server.name, exc.code, exc.message, exc.data) from None
         self._server.prove(run)
         return result
+
+    async def _fulfil(
+        self,
+        upstream: Upstream,
+        method: str,
+        params: Mapping[str, Any],
+        result: dict[str, Any],
+        caller: Caller,
+    ) -> dict[str, Any]:
+        """Answer a 2026-07-28 child's ``input_required`` for a client of the handshake era.
+
+        Each input request goes to the caller as the server->client request it
+        stands for (sampling, elicitation, roots); the request is then sent
+        again with the answers and the child's ``requestState``, until it is
+        complete (at most ``MAX_INPUT_ROUNDS`` rounds).
+        """
+        pause = STATE_ONLY_PAUSE_SECONDS
+        for _ in range(MAX_INPUT_ROUNDS):
+            if result.get("resultType") != INPUT_REQUIRED:
+                return result
+            asked = result.get("inputRequests")
+            requests = asked if isinstance(asked, dict) else {}
+            if requests and caller.on_server_request is None:
+                raise RpcError(
+                    METHOD_NOT_FOUND,
+                    f"{method!r} needs input from a client ({', '.join(sorted(requests))}), "
+                    "and this call came from mcp-tray itself",
+                )
+            answers: dict[str, Any] = {}
+            if requests:
+                router = caller.on_server_request
+                assert router is not None
+                keys = list(requests)
+                replies = await asyncio.gather(*(_ask(router, requests[key]) for key in keys))
+                answers = dict(zip(keys, replies, strict=True))
+            else:
+                # Only state, no question: the server is working; ask again soon.
+                await self._server.clock.sleep(pause)
+                pause = min(pause * 2, STATE_ONLY_PAUSE_CAP_SECONDS)
+            retry = {**params, "inputResponses": answers}
+            if "requestState" in result:
+                retry["requestState"] = result["requestState"]
+            result = await upstream.request(
+                method, retry, timeout=caller.timeout, on_progress=caller.on_progress
+            )
+        raise RpcError(
+            INTERNAL_ERROR,
+            f"{method!r}: the server asked for input more than {MAX_INPUT_ROUNDS} times",
+        )
 
     async def _confirm_dead(self, run: Run) -> None:
         """A closed transport means the run is ending; wait until the run loop says so."""

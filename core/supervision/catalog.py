@@ -1,8 +1,10 @@
 """What a server offers, as its last handshake and listings said.
 
-Kept across respawns: the gateway answers ``initialize`` and the list
-methods from here while a child restarts, and the call path reads tool
-annotations here to decide whether a cut call may be replayed.
+Kept across respawns: the gateway answers ``initialize`` and
+``server/discover`` and the list methods from here while a child restarts,
+and the call path reads tool annotations here to decide whether a cut call
+may be replayed. A child of either era fills it: from its ``initialize``
+result (the handshake era) or its ``server/discover`` result (2026-07-28).
 """
 
 import contextlib
@@ -10,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from core.base.errors import RpcError
-from core.supervision.upstream import Upstream
+from core.protocol.eras import SERVER_INFO_META_KEY, with_envelope
+from core.supervision.upstream import OWN_ENVELOPE, Handshake, Upstream
 
 #: Listable kinds, the capability that announces each, and its list method.
 LIST_KINDS: Final = {
@@ -26,27 +29,48 @@ class Catalog:
     def __init__(self) -> None:
         #: The protocol revision the child agreed to (None until a handshake).
         self.version: str | None = None
+        #: True when the child speaks the stateless 2026-07-28 era.
+        self.modern = False
+        #: The child's own ``server/discover`` result (2026-07-28 children only).
+        self.discover: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.server_info: dict[str, Any] = {}
         self.instructions: str | None = None
         self.tools: dict[str, dict[str, Any]] = {}
         self.lists: dict[str, list[dict[str, Any]]] = {}
+        #: Caching hints (ttlMs, cacheScope) a 2026-07-28 child gave per list.
+        self.hints: dict[str, dict[str, Any]] = {}
         #: True once a handshake listed tools/resources/prompts at least once.
         self.known = False
 
-    def adopt_handshake(self, result: Mapping[str, Any]) -> None:
-        """Take what an ``initialize`` result says about the server."""
-        version = result.get("protocolVersion")
-        self.version = version if isinstance(version, str) else None
+    def adopt(self, handshake: Handshake) -> None:
+        """Take what an ``initialize`` or ``server/discover`` result says about the server."""
+        result = handshake.result
+        self.modern = handshake.modern is not None
+        if handshake.modern is not None:
+            self.version = handshake.modern
+            self.discover = dict(result)
+            meta = result.get("_meta")
+            info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        else:
+            version = result.get("protocolVersion")
+            self.version = version if isinstance(version, str) else None
+            self.discover = {}
+            info = result.get("serverInfo")
         capabilities = result.get("capabilities")
         self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-        info = result.get("serverInfo")
         self.server_info = dict(info) if isinstance(info, dict) else {}
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
 
+    @property
+    def era(self) -> str | None:
+        """The protocol revision the child speaks, for status and metrics."""
+        return self.version
+
     async def refresh(self, upstream: Upstream, only: str | None = None) -> list[str]:
         """Re-list every kind (or ``only`` one); returns the kinds whose list changed."""
+        base = with_envelope(None, OWN_ENVELOPE) if self.modern else None
         changed = []
         for kind, method in LIST_KINDS.items():
             if only is not None and kind != only:
@@ -55,11 +79,15 @@ class Catalog:
             if kind not in self.capabilities:
                 self.lists[kind] = []
             else:
-                self.lists[kind] = await upstream.list_all(method, kind)
+                self.lists[kind], self.hints[kind] = await upstream.list_all(method, kind, base)
             if kind == "resources" and self.capabilities.get("resources"):
                 with contextlib.suppress(RpcError):
-                    self.lists["resourceTemplates"] = await upstream.list_all(
-                        "resources/templates/list", "resourceTemplates"
+                    templates, hints = await upstream.list_all(
+                        "resources/templates/list", "resourceTemplates", base
+                    )
+                    self.lists["resourceTemplates"], self.hints["resourceTemplates"] = (
+                        templates,
+                        hints,
                     )
             if self.lists[kind] != before:
                 changed.append(kind)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from core.base.errors import ConnectionLost, RpcError
+from core.protocol.eras import Envelope
 from core.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, ProgressFn
 from core.supervision.upstream import Upstream
 
@@ -42,6 +43,12 @@ class Caller:
     on_progress: ProgressFn | None = None
     #: Answers the server's own requests (sampling, elicitation, roots) made for this call.
     on_server_request: ServerRequestRouter | None = None
+    #: The client's envelope (its capabilities, info and log level), sent to a
+    #: 2026-07-28 child with the request (None: mcp-tray's own).
+    envelope: Envelope | None = None
+    #: The client speaks 2026-07-28 itself: an ``input_required`` result goes
+    #: back to it as is (else mcp-tray asks the client and retries for it).
+    modern: bool = False
 
 
 #: A request on mcp-tray's own behalf (the CLI, the API): no client behind it.

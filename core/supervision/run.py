@@ -28,6 +28,9 @@ RESPAWN_WAIT_SECONDS: Final = 15.0
 START_TIMEOUT_SECONDS: Final = 60.0
 #: A health ping slower than this marks the server degraded.
 PING_TIMEOUT_SECONDS: Final = 5.0
+#: How long ``server/discover`` may go unanswered before the child is taken
+#: for a handshake-era server that ignores what it does not know.
+PROBE_TIMEOUT_SECONDS: Final = 5.0
 #: A parked server tries one start on its own this often.
 SELF_PROBE_SECONDS: Final = 300.0
 #: After stdout closes, how long the child gets to exit on its own before the
@@ -47,6 +50,7 @@ class Timing:
     respawn_wait: float = RESPAWN_WAIT_SECONDS
     start_timeout: float = START_TIMEOUT_SECONDS
     ping_timeout: float = PING_TIMEOUT_SECONDS
+    probe_timeout: float = PROBE_TIMEOUT_SECONDS
     self_probe: float = SELF_PROBE_SECONDS
     eof_exit_grace: float = EOF_EXIT_GRACE_SECONDS
     stderr_drain: float = STDERR_DRAIN_SECONDS

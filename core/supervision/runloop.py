@@ -150,9 +150,16 @@ class RunLoop:
         server = self.server
 
         async def handshake() -> None:
-            server.catalog.adopt_handshake(await upstream.initialize())
-            changed = await server.catalog.refresh(upstream)
-            await server.routing.replay(upstream, server.catalog.capabilities)
+            catalog = server.catalog
+            catalog.adopt(
+                await upstream.start_session(server.config.protocol, server.timing.probe_timeout)
+            )
+            if catalog.modern:
+                server.log(f"speaks {catalog.version} (server/discover answered)")
+            changed = await catalog.refresh(upstream)
+            if not catalog.modern:
+                # The stateless era has no connection state to restore.
+                await server.routing.replay(upstream, catalog.capabilities)
             server.catalog.known = True
             server.broadcast()
             if run.generation > 1:
@@ -245,7 +252,9 @@ class RunLoop:
             # Up a whole keepalive interval: the run is proven.
             server.prove(run)
             answered, pinged = await wait_within(
-                server.clock, _answered(upstream.ping(None)), server.timing.ping_timeout
+                server.clock,
+                _answered(upstream.ping(None, modern=server.catalog.modern)),
+                server.timing.ping_timeout,
             )
             healthy = answered and pinged is True
             if run.dead.is_set():

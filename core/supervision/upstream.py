@@ -22,10 +22,18 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from core import __version__
 from core.base.errors import ConnectionLost, RpcError
+from core.protocol.eras import (
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Envelope,
+    is_modern,
+    with_envelope,
+)
 from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     LATEST_HANDSHAKE_VERSION,
@@ -40,10 +48,15 @@ from core.supervision.child import ChildProcess
 
 logger = logging.getLogger(__name__)
 
-#: The newest revision reachable through the initialize handshake (stdio
-#: servers speak the handshake era; the 2026 "discover" era is HTTP-first).
+#: The newest revision reachable through the initialize handshake.
 PROTOCOL_VERSION: Final = LATEST_HANDSHAKE_VERSION
 CLIENT_INFO: Final = {"name": "mcp-tray", "version": __version__}
+#: What mcp-tray can relay to its clients, so it declares it to its children.
+GATEWAY_CAPABILITIES: Final = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
+#: mcp-tray's own envelope, for what it asks a 2026-07-28 child on its own behalf.
+OWN_ENVELOPE: Final = Envelope(LATEST_MODERN_VERSION, GATEWAY_CAPABILITIES, CLIENT_INFO, None)
+#: ``"protocol"`` config value that skips the probe.
+HANDSHAKE_MODE: Final = "handshake"
 #: After the child exits, how long its stdout may still deliver buffered
 #: lines; only a grandchild holding the pipe open makes this run out.
 EXIT_DRAIN_SECONDS: Final = 0.05
@@ -54,6 +67,24 @@ ServerRequestHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[
 NotificationHandler = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
 #: Receives stdout lines that are not JSON-RPC (chatty servers print banners).
 JunkHandler = Callable[[str], None]
+
+
+class Handshake(NamedTuple):
+    """How the session opened: the 2026 revision agreed (None: the handshake era) and
+    the ``server/discover`` or ``initialize`` result."""
+
+    modern: str | None
+    result: dict[str, Any]
+
+
+def _mutual_modern(error: RpcError) -> str | None:
+    """The newest stateless revision both speak, from an "unsupported version" error."""
+    data = error.data if isinstance(error.data, dict) else {}
+    supported = data.get("supported")
+    if not isinstance(supported, list):
+        return None
+    mutual = [version for version in MODERN_PROTOCOL_VERSIONS if version in supported]
+    return mutual[-1] if mutual else None
 
 
 def _request_key(value: object) -> object:
@@ -84,7 +115,6 @@ class Upstream:
         self._next_id = 0
         #: Set when the read side ended (stdout EOF, or the leader exited).
         self.closed = asyncio.Event()
-        self.initialize_result: dict[str, Any] = {}
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -171,34 +201,82 @@ class Upstream:
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                # Advertised so server->client requests reach the gateway's clients.
-                "capabilities": {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}},
+                # Declared so server->client requests can reach the gateway's
+                # clients; each is then passed on only to a client that declared
+                # the same capability (core.serving.connection).
+                "capabilities": dict(GATEWAY_CAPABILITIES),
                 "clientInfo": CLIENT_INFO,
             },
         )
         await self.notify("notifications/initialized", None)
-        self.initialize_result = result
         return result
 
-    @property
-    def capabilities(self) -> Mapping[str, Any]:
-        caps = self.initialize_result.get("capabilities")
-        return caps if isinstance(caps, dict) else {}
+    async def discover(self, version: str, timeout: float | None) -> dict[str, Any]:
+        """``server/discover`` of the stateless era, on mcp-tray's own behalf."""
+        return await self.request(
+            "server/discover",
+            with_envelope(None, OWN_ENVELOPE._replace(version=version)),
+            timeout=timeout,
+        )
 
-    async def list_all(self, method: str, key: str) -> list[dict[str, Any]]:
-        """Follow ``nextCursor`` through a paginated list."""
+    async def start_session(self, mode: str, probe_timeout: float) -> "Handshake":
+        """Open the session the way the SDK's auto mode does.
+
+        ``server/discover`` first; a server that does not know it (an error,
+        or silence until ``probe_timeout``) is a handshake-era server and gets
+        ``initialize``. One corrective probe when it names a newer revision
+        both sides speak. ``mode`` pins an era: "handshake" skips the probe,
+        a 2026 revision never falls back.
+        """
+        if mode == HANDSHAKE_MODE:
+            return Handshake(None, await self.initialize())
+        version = mode if is_modern(mode) else LATEST_MODERN_VERSION
+        for attempt in range(2):
+            try:
+                result = await self.discover(version, probe_timeout)
+            except RpcError as exc:
+                if is_modern(mode):
+                    raise
+                retry = _mutual_modern(exc) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else None
+                if retry is not None and attempt == 0 and retry != version:
+                    version = retry
+                    continue
+                break
+            offered = result.get("supportedVersions")
+            if isinstance(offered, list) and version in offered:
+                return Handshake(version, result)
+            if is_modern(mode):
+                raise RpcError(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    f"the server does not offer {version} (it offers {offered!r})",
+                )
+            break
+        return Handshake(None, await self.initialize())
+
+    async def list_all(
+        self, method: str, key: str, base: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Follow ``nextCursor`` through a paginated list; the items and the first page's hints."""
         items: list[dict[str, Any]] = []
+        hints: dict[str, Any] = {}
         cursor: str | None = None
         for _ in range(1000):  # a server that never stops paginating is broken
-            page = await self.request(method, {"cursor": cursor} if cursor else None)
+            params = {**(base or {}), "cursor": cursor} if cursor else base
+            page = await self.request(method, params)
+            if not hints:
+                hints = {k: page[k] for k in ("ttlMs", "cacheScope") if k in page}
             items.extend(item for item in page.get(key, []) if isinstance(item, dict))
             cursor = page.get("nextCursor")
             if not cursor:
                 break
-        return items
+        return items, hints
 
-    async def ping(self, timeout: float | None) -> None:
-        """Ping, or list tools where the server does not implement ping."""
+    async def ping(self, timeout: float | None, modern: bool = False) -> None:
+        """Ping (server/discover in the stateless era, which has no ping), or
+        list tools where the server does not implement ping."""
+        if modern:
+            await self.discover(LATEST_MODERN_VERSION, timeout)
+            return
         try:
             await self.request("ping", None, timeout=timeout)
         except RpcError as exc:
