@@ -216,6 +216,7 @@ class ServersModel(RowModel):
         ("uptime", "Uptime"),
         ("restarts", "Restarts"),
         ("breaker", "Breaker"),
+        ("protocol", "Protocol"),
         ("cpu", "CPU %"),
         ("rss", "RSS"),
         ("last_error", "Last error"),

@@ -60,6 +60,9 @@ class ServerSnapshot:
     command: str
     sharing: str
     log_path: str
+    #: The protocol revision the child speaks (2026-07-28, or a handshake one);
+    #: None until its first handshake.
+    protocol: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class ServerSnapshot:
             "command": self.command,
             "sharing": self.sharing,
             "log": self.log_path,
+            "protocol": self.protocol,
         }
 
 

@@ -17,7 +17,19 @@ from urllib.parse import urlsplit
 
 from core.base.errors import HttpError
 from core.bridge.http1 import Pool, Response
+from core.protocol.eras import (
+    METHOD_HEADER,
+    NAME_BEARING_METHODS,
+    NAME_HEADER,
+    encode_header,
+    request_version,
+)
 from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
+from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS
+
+ACCEPT: Final = "application/json, text/event-stream"
+JSON_TYPE: Final = "application/json"
+SSE_TYPE: Final = "text/event-stream"
 
 #: At stdin EOF, how long requests already sent may still deliver answers.
 DRAIN_SECONDS: Final = 2.0
@@ -45,6 +57,8 @@ class Relay:
         self._initialized: asyncio.Event | None = None
         #: The number of the last line read that belongs to the session.
         self._seq = 0
+        #: 2026-07-28 requests in flight, by id, so a cancellation can close their stream.
+        self._stateless_calls: dict[object, asyncio.Task[None]] = {}
 
     async def aclose(self) -> None:
         if self._get_stream is not None:
@@ -69,8 +83,8 @@ class Relay:
     def _session_headers(self) -> dict[str, str]:
         headers = {
             **self._headers,
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
+            "accept": ACCEPT,
+            "content-type": JSON_TYPE,
         }
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
@@ -94,6 +108,10 @@ class Relay:
                 )
             )
             return
+        version = request_version(message.get("params")) if isinstance(message, dict) else None
+        if isinstance(version, str) and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            self._stateless(line.strip(), message, version)
+            return
         is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
         seq: int | None = None
         if is_initialize:
@@ -105,10 +123,61 @@ class Relay:
             seq = self._seq
         self._spawn(self._forward(line.strip(), message, seq, self._initialized))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _stateless(self, line: bytes, message: dict[str, Any], version: str) -> None:
+        """A 2026-07-28 message: its own POST, headers from its body, no session."""
+        method = message.get("method")
+        if method == "notifications/cancelled":
+            # In this era a client cancels over HTTP by closing the request's stream.
+            params = message.get("params")
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            task = self._stateless_calls.get(_key(request_id))
+            if task is not None:
+                task.cancel()
+            return
+        headers = {**self._headers, "accept": ACCEPT, "content-type": JSON_TYPE}
+        headers[PROTOCOL_HEADER] = version
+        if isinstance(method, str):
+            headers[METHOD_HEADER] = method
+            named = (message.get("params") or {}).get(NAME_BEARING_METHODS.get(method, ""))
+            if isinstance(named, str):
+                headers[NAME_HEADER] = encode_header(named)
+        request_id = message.get("id") if isinstance(method, str) else None
+        task = self._spawn(self._post(line, headers, request_id))
+        if request_id is not None:
+            key = _key(request_id)
+            self._stateless_calls[key] = task
+            task.add_done_callback(lambda _: self._stateless_calls.pop(key, None))
+
+    async def _post(self, line: bytes, headers: dict[str, str], request_id: Any) -> None:
+        try:
+            async with self._pool.request("POST", self.path, headers, line) as reply:
+                if reply.headers.get("content-type", "").startswith(SSE_TYPE):
+                    await self._relay_events(reply)
+                    return
+                body = await reply.read()
+                if reply.status == 202 or request_id is None:
+                    return
+                if body and reply.status in (200, 400, 404):
+                    parsed = _json_or_none(body)
+                    if isinstance(parsed, dict) and parsed.get("id") == request_id:
+                        await self.emit(body)
+                        return
+                await self.emit(_answer_for(request_id, reply.status, body))
+        except (HttpError, OSError) as exc:
+            if request_id is not None:
+                await self.emit(
+                    _error(
+                        request_id,
+                        -32603,
+                        f"mcp-tray's gateway did not answer ({exc}); is mcp-tray still running?",
+                    )
+                )
 
     async def _forward(
         self, line: bytes, message: Any, seq: int | None, initialized: asyncio.Event | None
@@ -190,6 +259,17 @@ class Relay:
             except (HttpError, OSError):
                 pass
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
+
+
+def _key(request_id: object) -> object:
+    return str(request_id) if isinstance(request_id, int | str) else request_id
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _answer_for(request_id: Any, status: int, body: bytes) -> bytes:

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from core.base.errors import RpcError
 from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
@@ -54,6 +54,22 @@ from core.protocol.jsonrpc import (
     settle,
     valid_id,
 )
+from core.protocol.stateless import StatelessHandler, handle_stateless
+from core.protocol.wire import (
+    DEFAULT_MAX_BODY_BYTES,
+    JSON_TYPE,
+    SSE_TYPE,
+    Reply,
+    accepts,
+    content_problem,
+    error,
+    event,
+    read_body,
+    respond,
+    shape_problem,
+    start_sse,
+    wait_disconnect,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +81,10 @@ SESSION_REAP_INTERVAL_SECONDS: Final = 60.0
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 #: How long a server->client request waits for the client's answer.
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
-#: Largest request body accepted unless the config says otherwise.
-DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 #: A numbered message waits at most this long for the ones before it.
 SEQUENCE_GAP_SECONDS: Final = 10.0
-#: Told to clients in SSE streams: how long to wait before reconnecting.
-SSE_RETRY_MS: Final = 1000
 #: The first revision whose SSE streams carry event ids and a priming event.
 PRIMED_STREAMS_SINCE: Final = "2025-11-25"
-
-JSON_TYPE: Final = "application/json"
-SSE_TYPE: Final = "text/event-stream"
 
 
 class Handler(Protocol):
@@ -88,76 +97,6 @@ class Handler(Protocol):
     async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None: ...
 
     def on_close(self) -> None: ...
-
-
-class Reply:
-    """One POST's answer: a JSON body (one response, or a batch's array) unless
-    something related has to reach the client first; then an SSE stream.
-
-    The stream is written by a task that is only created when needed, so the
-    common call costs no extra task at all.
-    """
-
-    def __init__(
-        self, send: Send, session_id: str, expected: int, *, batch: bool, stream_id: str | None
-    ) -> None:
-        self._send = send
-        self._session_id = session_id
-        #: Set where the session's revision has SSE event ids (2025-11-25 on):
-        #: the stream then opens with a priming event and a retry interval.
-        self._stream_id = stream_id
-        self._events = itertools.count(1)
-        self._expected = expected
-        self._batch = batch
-        self._responses: list[dict[str, Any]] = []
-        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
-        self._writer: asyncio.Task[None] | None = None
-
-    @property
-    def streaming(self) -> bool:
-        return self._queue is not None
-
-    def related(self, message: dict[str, Any]) -> None:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._writer = asyncio.get_running_loop().create_task(self._stream(self._queue))
-        self._queue.put_nowait(message)
-
-    async def _stream(self, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
-        await _start_sse(self._send, self._session_id)
-        if self._stream_id is not None:
-            priming = f"id: {self._stream_id}/0\nretry: {SSE_RETRY_MS}\ndata: \n\n"
-            await self._send(
-                {"type": "http.response.body", "body": priming.encode(), "more_body": True}
-            )
-        while (item := await queue.get()) is not None:
-            event_id = (
-                None if self._stream_id is None else f"{self._stream_id}/{next(self._events)}"
-            )
-            await _event(self._send, item, event_id)
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def respond(self, response: dict[str, Any] | None) -> None:
-        """One request's response (None: cancelled, not answered); the last one ends the reply."""
-        self._expected -= 1
-        if response is not None:
-            if self._queue is not None:
-                self._queue.put_nowait(response)
-            else:
-                self._responses.append(response)
-        if self._expected > 0:
-            return
-        if self._queue is not None and self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-        elif not self._responses:
-            # Every request was cancelled: the spec says not to answer, and a
-            # POST of a request still needs a reply, so an empty stream ends it.
-            await _start_sse(self._send, self._session_id)
-            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-        else:
-            body = dumps(self._responses) if self._batch else dumps(self._responses[0])
-            await _respond(self._send, 200, body, JSON_TYPE, {SESSION_HEADER: self._session_id})
 
 
 class RequestContext:
@@ -317,8 +256,10 @@ class StreamableHttp:
         handler_factory: Callable[[HttpSession, Scope], Handler | None],
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        stateless: StatelessHandler | None = None,
     ) -> None:
         self._factory = handler_factory
+        self._stateless = stateless
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, HttpSession] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -359,7 +300,14 @@ class StreamableHttp:
         session = self.sessions.get(session_id) if session_id else None
         version = headers.get(PROTOCOL_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _error(
+            if self._stateless is not None:
+                # Not a handshake revision: the stateless era, which also
+                # answers versions it does not know (-32022 lists them).
+                await handle_stateless(
+                    self._stateless, scope, receive, send, headers, self.max_body_bytes
+                )
+                return
+            await error(
                 send,
                 400,
                 INVALID_REQUEST,
@@ -374,14 +322,12 @@ class StreamableHttp:
             await self._get(exchange)
         elif method == "DELETE":
             if session is None:
-                await _error(
-                    send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id)
-                )
+                await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
                 return
             self._end(session)
-            await _respond(send, 200, b"", JSON_TYPE)
+            await respond(send, 200, b"", JSON_TYPE)
         else:
-            await _error(
+            await error(
                 send,
                 405,
                 INVALID_REQUEST,
@@ -391,14 +337,14 @@ class StreamableHttp:
 
     async def _post(self, exchange: _Exchange) -> None:
         _, receive, send, headers, session_id, session = exchange
-        problem = _content_problem(headers)
+        problem = content_problem(headers)
         if problem is not None:
             status, text = problem
-            await _error(send, status, INVALID_REQUEST, text)
+            await error(send, status, INVALID_REQUEST, text)
             return
-        body = await _read_body(receive, self.max_body_bytes)
+        body = await read_body(receive, self.max_body_bytes)
         if body is None:
-            await _error(
+            await error(
                 send,
                 413,
                 INVALID_REQUEST,
@@ -409,14 +355,14 @@ class StreamableHttp:
         try:
             message = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            await _error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
+            await error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
             return
         if isinstance(message, list):
             await self._batch(exchange, message)
             return
-        problem_message = _shape_problem(message)
+        problem_message = shape_problem(message)
         if problem_message is not None:
-            await _respond(send, 400, dumps(problem_message), JSON_TYPE)
+            await respond(send, 400, dumps(problem_message), JSON_TYPE)
             return
         method = message.get("method")
         is_request = isinstance(method, str) and "id" in message
@@ -424,7 +370,7 @@ class StreamableHttp:
             if session_id is None:
                 await self._initialize(exchange, message)
             else:
-                await _error(
+                await error(
                     send,
                     400,
                     INVALID_REQUEST,
@@ -434,27 +380,29 @@ class StreamableHttp:
                 )
             return
         if session is None:
-            await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
+            await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
         session.last_active = time.monotonic()
         seq = _sequence(headers)
         if is_request:
-            reply = Reply(send, session.id, 1, batch=False, stream_id=session.stream_id())
+            reply = Reply(
+                send, {SESSION_HEADER: session.id}, 1, batch=False, stream_id=session.stream_id()
+            )
             await self._request(session, message, reply, seq)
             return
         # Handled before the 202, so a client that waits for it knows its
         # notification (a cancellation, roots/list_changed) took effect.
         await self._one_way(session, message, seq)
-        await _respond(send, 202, b"", JSON_TYPE)
+        await respond(send, 202, b"", JSON_TYPE)
 
     async def _batch(self, exchange: _Exchange, messages: list[Any]) -> None:
         """A JSON-RPC batch: allowed by 2025-03-26 only (later revisions removed it)."""
         send, session_id, session = exchange.send, exchange.session_id, exchange.session
         if session is None:
-            await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
+            await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
         if session.protocol_version not in BATCH_PROTOCOL_VERSIONS:
-            await _error(
+            await error(
                 send,
                 400,
                 INVALID_REQUEST,
@@ -463,27 +411,33 @@ class StreamableHttp:
             )
             return
         if not messages:
-            await _error(send, 400, INVALID_REQUEST, "an empty JSON-RPC batch")
+            await error(send, 400, INVALID_REQUEST, "an empty JSON-RPC batch")
             return
-        problems = [_shape_problem(item) for item in messages]
+        problems = [shape_problem(item) for item in messages]
         requests = [
             item
             for item, problem in zip(messages, problems, strict=True)
             if problem is None and isinstance(item.get("method"), str) and "id" in item
         ]
         if any(item.get("method") == "initialize" for item in requests):
-            await _error(send, 400, INVALID_REQUEST, "initialize must not be part of a batch")
+            await error(send, 400, INVALID_REQUEST, "initialize must not be part of a batch")
             return
         session.last_active = time.monotonic()
         rejected = [problem for problem in problems if problem is not None]
-        reply = Reply(send, session.id, len(requests) + len(rejected), batch=True, stream_id=None)
+        reply = Reply(
+            send,
+            {SESSION_HEADER: session.id},
+            len(requests) + len(rejected),
+            batch=True,
+            stream_id=None,
+        )
         for item, problem in zip(messages, problems, strict=True):
             if problem is None and item not in requests:
                 await self._one_way(session, item, None)
         for problem in rejected:
             await reply.respond(problem)
         if not requests and not rejected:
-            await _respond(send, 202, b"", JSON_TYPE)
+            await respond(send, 202, b"", JSON_TYPE)
             return
         await asyncio.gather(*(self._request(session, item, reply, None) for item in requests))
 
@@ -517,7 +471,7 @@ class StreamableHttp:
         params = message.get("params") or {}
         if not isinstance(params, dict):
             problem = error_message(message["id"], INVALID_PARAMS, "params must be a JSON object")
-            await _respond(send, 400, dumps(problem), JSON_TYPE)
+            await respond(send, 400, dumps(problem), JSON_TYPE)
             return
         requested = params.get("protocolVersion")
         version = (
@@ -528,13 +482,13 @@ class StreamableHttp:
         session = HttpSession(uuid.uuid4().hex, version)
         handler = self._factory(session, exchange.scope)
         if handler is None:
-            await _error(send, 404, INVALID_REQUEST, "no such server")
+            await error(send, 404, INVALID_REQUEST, "no such server")
             return
         session.handler = handler
         ctx = RequestContext(session, message["id"], params, None)
         response = await _run(handler, ctx, "initialize", params)
         if response is None or "error" in response:
-            await _respond(send, 200, dumps(response or {}), JSON_TYPE)
+            await respond(send, 200, dumps(response or {}), JSON_TYPE)
             session.close()
             return
         # The handler may settle on an older version both sides speak; the
@@ -544,7 +498,7 @@ class StreamableHttp:
             result["protocolVersion"] = version
         session.protocol_version = result["protocolVersion"]
         self.sessions[session.id] = session
-        await _respond(send, 200, dumps(response), JSON_TYPE, {SESSION_HEADER: session.id})
+        await respond(send, 200, dumps(response), JSON_TYPE, {SESSION_HEADER: session.id})
 
     async def _request(
         self, session: HttpSession, message: dict[str, Any], reply: Reply, seq: int | None
@@ -570,10 +524,10 @@ class StreamableHttp:
     async def _get(self, exchange: _Exchange) -> None:
         _, receive, send, headers, session_id, session = exchange
         if session is None:
-            await _error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
+            await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
-        if not _accepts(headers, SSE_TYPE):
-            await _error(
+        if not accepts(headers, SSE_TYPE):
+            await error(
                 send,
                 406,
                 INVALID_REQUEST,
@@ -581,14 +535,14 @@ class StreamableHttp:
             )
             return
         if session._stream is not None:
-            await _error(
+            await error(
                 send, 409, INVALID_REQUEST, "Conflict: this session already has an open GET stream"
             )
             return
         stream: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         session._stream = stream
-        await _start_sse(send, session.id)
-        disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+        await start_sse(send, {SESSION_HEADER: session.id})
+        disconnected = asyncio.ensure_future(wait_disconnect(receive))
         try:
             while not session.closed:
                 getter = asyncio.ensure_future(stream.get())
@@ -613,7 +567,7 @@ class StreamableHttp:
                 item = getter.result()
                 if item is None:
                     break
-                await _event(send, item)
+                await event(send, item)
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -651,51 +605,6 @@ async def _run(
     return {"jsonrpc": "2.0", "id": ctx.request_id, "result": result}
 
 
-def _shape_problem(message: Any) -> dict[str, Any] | None:
-    """The JSON-RPC error for a message that is not a usable JSON-RPC 2.0 message."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return error_message(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
-    if "id" in message and not valid_id(message["id"]):
-        return error_message(
-            None, INVALID_REQUEST, "Invalid Request: an id must be a string or a number"
-        )
-    method = message.get("method")
-    if "method" in message and not isinstance(method, str):
-        return error_message(
-            message.get("id"), INVALID_REQUEST, "Invalid Request: method must be a string"
-        )
-    if method is None and "id" not in message:
-        return error_message(
-            None,
-            INVALID_REQUEST,
-            "Invalid Request: neither a request, a notification nor a response",
-        )
-    return None
-
-
-def _content_problem(headers: Mapping[str, str]) -> tuple[int, str] | None:
-    content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if content_type != JSON_TYPE:
-        return 415, (
-            f"Unsupported Media Type: the body must be {JSON_TYPE} "
-            f"(Content-Type was {content_type or 'missing'})"
-        )
-    if not (_accepts(headers, JSON_TYPE) and _accepts(headers, SSE_TYPE)):
-        return 406, (
-            f"Not Acceptable: the client must accept both {JSON_TYPE} and {SSE_TYPE} "
-            f"(Accept was {headers.get('accept') or 'missing'})"
-        )
-    return None
-
-
-def _accepts(headers: Mapping[str, str], media_type: str) -> bool:
-    kind = media_type.split("/", 1)[0]
-    offered = {
-        part.split(";", 1)[0].strip().lower() for part in headers.get("accept", "").split(",")
-    }
-    return bool(offered & {media_type, f"{kind}/*", "*/*"})
-
-
 def _sequence(headers: Mapping[str, str]) -> int | None:
     raw = headers.get(SEQUENCE_HEADER)
     if raw is None or not raw.isdigit():
@@ -707,75 +616,3 @@ def _missing(session_id: str | None) -> str:
     if session_id:
         return "Session not found: it ended or never existed; initialize a new session"
     return "Bad Request: Missing Mcp-Session-Id header (send initialize first)"
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def _respond(
-    send: Send, status: int, body: bytes, media_type: str, headers: Mapping[str, str] | None = None
-) -> None:
-    raw = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
-    raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items())
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _error(
-    send: Send,
-    status: int,
-    code: int,
-    message: str,
-    headers: Mapping[str, str] | None = None,
-    *,
-    request_id: Any = None,
-) -> None:
-    await _respond(
-        send, status, dumps(error_message(request_id, code, message)), JSON_TYPE, headers
-    )
-
-
-async def _start_sse(send: Send, session_id: str) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", SSE_TYPE.encode()),
-                (b"cache-control", b"no-cache, no-transform"),
-                (SESSION_HEADER.encode(), session_id.encode()),
-            ],
-        }
-    )
-
-
-async def _event(send: Send, message: Mapping[str, Any], event_id: str | None = None) -> None:
-    head = b"event: message\n" if event_id is None else f"id: {event_id}\nevent: message\n".encode()
-    await send(
-        {
-            "type": "http.response.body",
-            "body": head + b"data: " + dumps(message) + b"\n\n",
-            "more_body": True,
-        }
-    )

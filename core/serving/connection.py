@@ -12,7 +12,7 @@ only when the client declared the matching capability.
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from starlette.types import Scope
@@ -20,6 +20,7 @@ from starlette.types import Scope
 from core import __version__
 from core.base.errors import CallError, RpcError, SessionTripped, UpstreamError
 from core.base.states import ServerState
+from core.protocol.eras import LATEST_MODERN_VERSION, Envelope
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
@@ -30,7 +31,7 @@ from core.protocol.jsonrpc import (
 )
 from core.protocol.streamable import HttpSession, RequestContext
 from core.serving.gateway import Gateway, Share
-from core.serving.sessions import ClientSession
+from core.serving.sessions import ClientSession, SessionTable
 from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
 
@@ -83,6 +84,7 @@ class GatewayConnection:
         self._share: Share | None = None
         #: What the client declared in ``initialize``.
         self.capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] | None = None
         #: Requests of this session in flight on the server, oldest first.
         self._calls: dict[int, RequestContext] = {}
         self._call_ids = itertools.count(1)
@@ -128,8 +130,12 @@ class GatewayConnection:
             if self._share is not None:
                 self._share.leave(self, self.gateway.spawn)
             self._share = self.gateway.share(server)
-            self._share.join(self)
+            self._share.join(self, self.outside_call_request)
         return self._share
+
+    @property
+    def key(self) -> str:
+        return self.session.id
 
     @property
     def exclusive(self) -> bool:
@@ -137,12 +143,20 @@ class GatewayConnection:
         return self._private is not None
 
     def caller(self, ctx: RequestContext | None = None) -> Caller:
+        # What this client declared, for a 2026-07-28 child, which reads it per request.
+        level = self._share.levels.get(self.key) if self._share is not None else None
+        envelope = Envelope(LATEST_MODERN_VERSION, self.capabilities, self.client_info, level)
         if ctx is None:
-            return Caller(session=self.session.id, on_server_request=self.outside_call_request)
+            return Caller(
+                session=self.session.id,
+                on_server_request=self.outside_call_request,
+                envelope=envelope,
+            )
         return Caller(
             session=self.session.id,
             on_progress=ctx.progress if ctx.progress_token is not None else None,
             on_server_request=lambda method, params: self._server_request(method, params, ctx),
+            envelope=envelope,
         )
 
     def _release(self) -> None:
@@ -181,10 +195,9 @@ class GatewayConnection:
         self._calls[max(self._calls)].related(message)
         return True
 
-    def post_unprompted(self, message: dict[str, Any]) -> None:
-        """A message not tied to a call: the GET stream (with the call, if one is in flight)."""
-        if not self.deliver_with_call(message):
-            self.http.post(message)
+    def post(self, message: dict[str, Any]) -> None:
+        """A message not tied to a call: the session's GET stream, if the client opened one."""
+        self.http.post(message)
 
     # ------------------------------------------------------ Handler protocol
 
@@ -197,7 +210,7 @@ class GatewayConnection:
         # The server then asks for roots outside any call: that only reaches
         # the right client when this session is its only one (or has its own).
         share = self.share()
-        if self.exclusive or list(share.connections) == [self.session.id]:
+        if self.exclusive or share.server.routing.attached == [self.key]:
             with contextlib.suppress(CallError):
                 await self.server.notify_upstream(method, params)
 
@@ -225,13 +238,14 @@ class GatewayConnection:
             self.session.client_name = info["name"]
         capabilities = params.get("capabilities")
         self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        self.client_info = dict(info) if isinstance(info, dict) else None
         server = self.shared
         catalog = server.catalog
         if not catalog.known and server.state is ServerState.STARTING:
             # First start under way: a short wait gives the client the real
             # capabilities instead of the tools-only defaults.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_first_start(server), FIRST_START_WAIT_SECONDS)
+                await asyncio.wait_for(first_start(server), FIRST_START_WAIT_SECONDS)
         offered = dict(catalog.capabilities) if catalog.capabilities else dict(DEFAULT_CAPABILITIES)
         for kind in ("tools", "resources", "prompts"):
             if kind in offered:
@@ -257,28 +271,14 @@ class GatewayConnection:
     async def _forward(
         self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        sessions = self.gateway.sessions
         call_id = next(self._call_ids)
         self._calls[call_id] = ctx
         try:
-            self.session.check()
-            result = await self._send(ctx, method, params)
-        except CallError as exc:
-            if isinstance(exc, SessionTripped):
-                sessions.refused(self.session)
-            else:
-                sessions.failed(self.session, exc)
-            if isinstance(exc, UpstreamError):
-                raise RpcError(exc.code, exc.upstream_message, exc.data) from None
-            if method == "tools/call":
-                # The model reads tool results, not protocol errors: it should
-                # see "exited", "do NOT retry" or the reset hint in its own words.
-                return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
-            raise RpcError(INTERNAL_ERROR, str(exc), {"kind": exc.kind}) from None
+            return await guarded(
+                self.gateway.sessions, self.session, method, lambda: self._send(ctx, method, params)
+            )
         finally:
             self._calls.pop(call_id, None)
-        sessions.succeeded(self.session)
-        return result
 
     async def _send(
         self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None
@@ -302,6 +302,33 @@ class GatewayConnection:
         return await self.server.request(method, params, caller)
 
 
-async def _first_start(server: ManagedServer) -> None:
+async def first_start(server: ManagedServer) -> None:
+    """Until a server starting for the first time has listed what it offers."""
     while not server.catalog.known and server.state is ServerState.STARTING:
         await server.changed().wait()
+
+
+async def guarded(
+    sessions: SessionTable,
+    session: ClientSession,
+    method: str,
+    send: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """One request of a client session through its breaker (DESIGN 3.5), errors in the client's terms."""
+    try:
+        session.check()
+        result = await send()
+    except CallError as exc:
+        if isinstance(exc, SessionTripped):
+            sessions.refused(session)
+        else:
+            sessions.failed(session, exc)
+        if isinstance(exc, UpstreamError):
+            raise RpcError(exc.code, exc.upstream_message, exc.data) from None
+        if method == "tools/call":
+            # The model reads tool results, not protocol errors: it should
+            # see "exited", "do NOT retry" or the reset hint in its own words.
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        raise RpcError(INTERNAL_ERROR, str(exc), {"kind": exc.kind}) from None
+    sessions.succeeded(session)
+    return result

@@ -32,9 +32,10 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core.base.errors import CallError, UnknownServer
-from core.protocol.streamable import DEFAULT_MAX_BODY_BYTES, HttpSession, StreamableHttp
+from core.protocol.streamable import HttpSession, StreamableHttp
+from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from core.serving.sessions import ClientSession, SessionTable
-from core.supervision.routing import Caller
+from core.supervision.routing import Caller, ServerRequestRouter
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 
@@ -54,6 +55,8 @@ LOG_LEVELS: Final = (
     "alert",
     "emergency",
 )
+#: How often parked calls and idle stateless sessions are looked for.
+HOUSEKEEPING_SECONDS: Final = 60.0
 LIST_CHANGED: Final = frozenset(
     {
         "notifications/tools/list_changed",
@@ -75,6 +78,28 @@ class GatewayOwner(Protocol):
     def session_closed(self, session: ClientSession) -> None: ...
 
 
+class Member(Protocol):
+    """Who shares a server: a session of either era, or one call or stream of a stateless client."""
+
+    @property
+    def key(self) -> str:
+        """Unique among the server's members."""
+        ...
+
+    @property
+    def exclusive(self) -> bool:
+        """Has the child to itself (per-session sharing): may hear everything."""
+        ...
+
+    def deliver_with_call(self, message: dict[str, Any]) -> bool:
+        """Put a message on the member's call in flight; False when there is none."""
+        ...
+
+    def post(self, message: dict[str, Any]) -> None:
+        """A message not tied to a call (dropped where there is no stream for it)."""
+        ...
+
+
 def log_severity(level: object) -> int:
     """Position in ``LOG_LEVELS`` (unknown levels count as the most severe)."""
     return LOG_LEVELS.index(level) if level in LOG_LEVELS else len(LOG_LEVELS)
@@ -85,26 +110,28 @@ class Share:
 
     def __init__(self, server: ManagedServer) -> None:
         self.server = server
-        self.connections: dict[str, GatewayConnection] = {}
+        self.members: dict[str, Member] = {}
         self.subscribers: dict[str, set[str]] = {}
         self.levels: dict[str, str] = {}
         server.routing.listeners.append(self._on_notification)
 
     # --------------------------------------------------------------- members
 
-    def join(self, connection: "GatewayConnection") -> None:
-        self.connections[connection.session.id] = connection
-        self.server.routing.attach(connection.session.id, connection.outside_call_request)
+    def join(self, member: Member, router: ServerRequestRouter | None = None) -> None:
+        """A new member; with a ``router`` it can also answer the server outside any call."""
+        self.members[member.key] = member
+        if router is not None:
+            self.server.routing.attach(member.key, router)
 
-    def leave(self, connection: "GatewayConnection", spawn: Callable[[Any], None]) -> None:
-        session_id = connection.session.id
-        if self.connections.pop(session_id, None) is None:
+    def leave(self, member: Member, spawn: Callable[[Any], None]) -> None:
+        key = member.key
+        if self.members.pop(key, None) is None:
             return
-        self.server.routing.detach(session_id)
-        for uri in [uri for uri, who in self.subscribers.items() if session_id in who]:
-            spawn(self.unsubscribe(session_id, uri))
-        if self.levels.pop(session_id, None) is not None:
-            spawn(self._sync_level(connection.caller()))
+        self.server.routing.detach(key)
+        for uri in [uri for uri, who in self.subscribers.items() if key in who]:
+            spawn(self.unsubscribe(key, uri))
+        if self.levels.pop(key, None) is not None:
+            spawn(self._sync_level(Caller()))
 
     # ------------------------------------------------------- subscriptions
 
@@ -150,30 +177,28 @@ class Share:
         if params is not None:
             message["params"] = dict(params)
         if method in LIST_CHANGED:
-            recipients = list(self.connections.values())
-            for connection in recipients:
-                connection.http.post(message)
+            for member in list(self.members.values()):
+                member.post(message)
         elif method == "notifications/resources/updated":
             uri = (params or {}).get("uri")
             subscribed = self.subscribers.get(uri, set()) if isinstance(uri, str) else set()
-            for session_id in sorted(subscribed):
-                if (subscriber := self.connections.get(session_id)) is not None:
-                    subscriber.http.post(message)
+            for key in sorted(subscribed):
+                if (subscriber := self.members.get(key)) is not None:
+                    subscriber.post(message)
         elif method == "notifications/message":
             severity = log_severity((params or {}).get("level"))
-            for connection in list(self.connections.values()):
-                level = self.levels.get(connection.session.id)
+            for member in list(self.members.values()):
+                level = self.levels.get(member.key)
                 if level is not None and severity < log_severity(level):
                     continue
-                if connection.exclusive:
-                    connection.post_unprompted(message)
-                elif not connection.deliver_with_call(message) and level is not None:
-                    connection.http.post(message)
+                delivered = member.deliver_with_call(message)
+                if not delivered and (level is not None or member.exclusive):
+                    member.post(message)
         else:
-            # Whose is it? Only a session with a child of its own can be sure.
-            for connection in list(self.connections.values()):
-                if connection.exclusive:
-                    connection.post_unprompted(message)
+            # Whose is it? Only a member with a child of its own can be sure.
+            for member in list(self.members.values()):
+                if member.exclusive and not member.deliver_with_call(message):
+                    member.post(message)
 
 
 class Gateway:
@@ -194,8 +219,15 @@ class Gateway:
         self.connections: dict[str, GatewayConnection] = {}
         self._shares: dict[int, Share] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        from core.serving.stateless import StatelessClients
+
+        self.stateless = StatelessClients(self)
+        self._housekeeping: asyncio.Task[None] | None = None
 
     async def aclose(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        self.stateless.aclose()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
         for task in list(self._tasks):
@@ -215,9 +247,12 @@ class Gateway:
             endpoint = StreamableHttp(
                 lambda session, scope: self._connect(name, session, scope),
                 max_body_bytes=self.max_body_bytes,
+                stateless=self.stateless.endpoint(name),
             )
             endpoint.start()
             self._endpoints[name] = endpoint
+            if self._housekeeping is None:
+                self._housekeeping = asyncio.get_running_loop().create_task(self._tidy())
         await endpoint.handle(scope, receive, send)
 
     def _connect(self, name: str, http: HttpSession, scope: Scope) -> "GatewayConnection":
@@ -241,6 +276,12 @@ class Gateway:
             return
         self.sessions.close(connection.session.id)
         self.owner.session_closed(connection.session)
+
+    async def _tidy(self) -> None:
+        """Parked calls and stateless sessions past their time go."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_SECONDS)
+            self.stateless.expire()
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -93,6 +93,15 @@ class SnapshotCollector(Collector):
                     [server.name, candidate.value], 1.0 if candidate is server.state else 0.0
                 )
         yield state
+        protocol = GaugeMetricFamily(
+            "mcp_tray_server_protocol",
+            "1 for the protocol revision each server speaks",
+            labels=["server", "version"],
+        )
+        for server in snap.servers:
+            if server.protocol is not None:
+                protocol.add_metric([server.name, server.protocol], 1.0)
+        yield protocol
         stats = self._stats()
         for name, kind, text, value in _PER_SERVER:
             family = kind(name, text, labels=["server"])

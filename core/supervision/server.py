@@ -164,6 +164,7 @@ class ManagedServer:
             command=" ".join([self.config.command, *self.config.args]),
             sharing=self.config.sharing,
             log_path=str(self.log_path),
+            protocol=self.catalog.version,
         )
 
     # ------------------------------------------------------------- breaker

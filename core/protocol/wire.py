@@ -1,0 +1,219 @@
+"""What both eras of streamable HTTP share on the wire: replies, checks, SSE framing.
+
+A reply is a plain JSON body unless something related to the request has
+to reach the client first (progress, a log line, a server request): then it
+becomes an SSE stream. core.protocol.streamable (the handshake era, with
+sessions) and core.protocol.stateless (2026-07-28, without) both build on
+these.
+"""
+
+import asyncio
+import itertools
+from collections.abc import Mapping
+from typing import Any, Final
+
+from starlette.types import Message, Receive, Send
+
+from core.protocol.jsonrpc import INVALID_REQUEST, dumps, error_message, valid_id
+
+#: Largest request body accepted unless the config says otherwise.
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+#: Told to clients in SSE streams: how long to wait before reconnecting.
+SSE_RETRY_MS: Final = 1000
+
+JSON_TYPE: Final = "application/json"
+SSE_TYPE: Final = "text/event-stream"
+
+
+class Reply:
+    """One POST's answer: a JSON body (one response, or a batch's array) unless
+    something related has to reach the client first; then an SSE stream.
+
+    The stream is written by a task that is only created when needed, so the
+    common call costs no extra task at all.
+    """
+
+    def __init__(
+        self,
+        send: Send,
+        headers: Mapping[str, str],
+        expected: int,
+        *,
+        batch: bool,
+        stream_id: str | None,
+    ) -> None:
+        self._send = send
+        self._headers = headers
+        #: Set where the session's revision has SSE event ids (2025-11-25 on):
+        #: the stream then opens with a priming event and a retry interval.
+        self._stream_id = stream_id
+        self._events = itertools.count(1)
+        self._expected = expected
+        self._batch = batch
+        self._responses: list[dict[str, Any]] = []
+        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self._queue is not None
+
+    def related(self, message: dict[str, Any]) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.get_running_loop().create_task(self._stream(self._queue))
+        self._queue.put_nowait(message)
+
+    async def _stream(self, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
+        await start_sse(self._send, self._headers)
+        if self._stream_id is not None:
+            priming = f"id: {self._stream_id}/0\nretry: {SSE_RETRY_MS}\ndata: \n\n"
+            await self._send(
+                {"type": "http.response.body", "body": priming.encode(), "more_body": True}
+            )
+        while (item := await queue.get()) is not None:
+            event_id = (
+                None if self._stream_id is None else f"{self._stream_id}/{next(self._events)}"
+            )
+            await event(self._send, item, event_id)
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def respond(self, response: dict[str, Any] | None) -> None:
+        """One request's response (None: cancelled, not answered); the last one ends the reply."""
+        self._expected -= 1
+        if response is not None:
+            if self._queue is not None:
+                self._queue.put_nowait(response)
+            else:
+                self._responses.append(response)
+        if self._expected > 0:
+            return
+        if self._queue is not None and self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+        elif not self._responses:
+            # Every request was cancelled: the spec says not to answer, and a
+            # POST of a request still needs a reply, so an empty stream ends it.
+            await start_sse(self._send, self._headers)
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            body = dumps(self._responses) if self._batch else dumps(self._responses[0])
+            await respond(self._send, 200, body, JSON_TYPE, self._headers)
+
+
+def shape_problem(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error for a message that is not a usable JSON-RPC 2.0 message."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return error_message(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    if "id" in message and not valid_id(message["id"]):
+        return error_message(
+            None, INVALID_REQUEST, "Invalid Request: an id must be a string or a number"
+        )
+    method = message.get("method")
+    if "method" in message and not isinstance(method, str):
+        return error_message(
+            message.get("id"), INVALID_REQUEST, "Invalid Request: method must be a string"
+        )
+    if method is None and "id" not in message:
+        return error_message(
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: neither a request, a notification nor a response",
+        )
+    return None
+
+
+def content_problem(
+    headers: Mapping[str, str], *, sse_required: bool = True
+) -> tuple[int, str] | None:
+    content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != JSON_TYPE:
+        return 415, (
+            f"Unsupported Media Type: the body must be {JSON_TYPE} "
+            f"(Content-Type was {content_type or 'missing'})"
+        )
+    if not (accepts(headers, JSON_TYPE) and (accepts(headers, SSE_TYPE) or not sse_required)):
+        wanted = f"both {JSON_TYPE} and {SSE_TYPE}" if sse_required else JSON_TYPE
+        return 406, (
+            f"Not Acceptable: the client must accept {wanted} "
+            f"(Accept was {headers.get('accept') or 'missing'})"
+        )
+    return None
+
+
+def accepts(headers: Mapping[str, str], media_type: str) -> bool:
+    kind = media_type.split("/", 1)[0]
+    offered = {
+        part.split(";", 1)[0].strip().lower() for part in headers.get("accept", "").split(",")
+    }
+    return bool(offered & {media_type, f"{kind}/*", "*/*"})
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def wait_disconnect(receive: Receive) -> None:
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def respond(
+    send: Send, status: int, body: bytes, media_type: str, headers: Mapping[str, str] | None = None
+) -> None:
+    raw = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
+    raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items())
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def error(
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    request_id: Any = None,
+) -> None:
+    await respond(send, status, dumps(error_message(request_id, code, message)), JSON_TYPE, headers)
+
+
+async def start_sse(send: Send, headers: Mapping[str, str]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", SSE_TYPE.encode()),
+                (b"cache-control", b"no-cache, no-transform"),
+                *((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()),
+            ],
+        }
+    )
+
+
+async def event(send: Send, message: Mapping[str, Any], event_id: str | None = None) -> None:
+    head = b"event: message\n" if event_id is None else f"id: {event_id}\nevent: message\n".encode()
+    await send(
+        {
+            "type": "http.response.body",
+            "body": head + b"data: " + dumps(message) + b"\n\n",
+            "more_body": True,
+        }
+    )

@@ -1,0 +1,240 @@
+"""Both eras of MCP on both sides of the gateway, in all four combinations.
+
+Strategy: one real tray serves two real children: ``modern`` (tests/servers/
+echo.py, built with the SDK 2.3 server, which answers ``server/discover``, so
+mcp-tray drives it in the 2026-07-28 era) and ``old`` (tests/servers/
+legacy_2024.py, hand-written, initialize only). Real SDK 2.3 clients reach
+them in ``mode="auto"`` (the client probes and speaks 2026-07-28 to the
+gateway) and ``mode="legacy"`` (initialize), over HTTP and through the real
+stdio bridge. Sampling and elicitation cross eras both ways: a legacy
+child's mid-call request becomes an ``input_required`` result for a modern
+client, and a modern child's ``input_required`` becomes mid-call requests
+for a legacy client.
+"""
+
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CreateMessageResult, ElicitResult, TextContent
+
+from core.serving.service import TrayService
+from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
+from tests.gateway_support import REPO, Services, bridge_env
+
+LEGACY = SERVERS / "legacy_2024.py"
+MODERN_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+# The SDK warns that sampling and elicitation are deprecated at 2026-07-28:
+# these tests are about exactly that crossing.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+
+async def sampling(context: Any, params: Any) -> CreateMessageResult:
+    question = params.messages[0].content.text
+    return CreateMessageResult(
+        role="assistant", content=TextContent(type="text", text=f"model says {question}"), model="m"
+    )
+
+
+async def elicitation(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"ok": True})
+
+
+def text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+@pytest.fixture
+async def tray(services: Services) -> TrayService:
+    service = await services.start({"modern": python_server(ECHO), "old": python_server(LEGACY)})
+    for name in ("modern", "old"):
+        await wait_ready(service.supervisor.server(name))
+    return service
+
+
+@contextlib.asynccontextmanager
+async def http(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {service.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as client:
+        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=client)
+        async with Client(
+            transport,
+            mode=mode,
+            sampling_callback=sampling,
+            elicitation_callback=elicitation,
+            cache=None,
+        ) as session:
+            yield session
+
+
+@contextlib.asynccontextmanager
+async def bridged(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "core.cli.main", "connect", server],
+        env=bridge_env(service.paths),
+        cwd=str(REPO),
+    )
+    async with Client(
+        params,
+        mode=mode,
+        sampling_callback=sampling,
+        elicitation_callback=elicitation,
+        cache=None,
+    ) as session:
+        yield session
+
+
+def era(session: Client) -> str:
+    return str(session.session.protocol_version)
+
+
+@pytest.mark.parametrize("server", ["modern", "old"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_lists_calls_resources_and_prompts_work_in_all_four_combinations(
+    tray: TrayService, server: str, mode: str
+) -> None:
+    tool, answer = ("echo", "hi") if server == "modern" else ("hello", "hello from 2024-11-05")
+    uri, prompt = ("note://hello", "greet") if server == "modern" else ("note://old", "old_prompt")
+    async with http(tray, server, mode) as session:
+        legacy = "2025-11-25" if server == "modern" else "2024-11-05"  # what both speak
+        assert era(session) == ("2026-07-28" if mode == "auto" else legacy)
+        names = [t.name for t in (await session.list_tools()).tools]
+        arguments = {"text": "hi"} if server == "modern" else {}
+        called = await session.call_tool(tool, arguments)
+        resources = [str(r.uri) for r in (await session.list_resources()).resources]
+        read = await session.read_resource(uri)
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
+        got = await session.get_prompt(prompt, {"name": "x"} if server == "modern" else None)
+
+    assert tool in names
+    assert text(called) == answer
+    assert uri in resources
+    assert read.contents[0].text  # type: ignore[union-attr]
+    assert prompt in prompts
+    assert got.messages
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("server", ["modern", "old"])
+async def test_sampling_and_elicitation_cross_eras_both_ways(
+    tray: TrayService, server: str, mode: str
+) -> None:
+    async with http(tray, server, mode) as session:
+        sampled = await session.call_tool("ask", {"question": "capital?"})
+        confirmed = await session.call_tool("confirm", {"question": "sure?"})
+
+    assert "model says capital?" in text(sampled)
+    if (server, mode) == ("old", "legacy"):
+        # Both speak 2024-11-05, which has no elicitation: the client says so.
+        assert text(confirmed) == "the client refused: Method not found"
+    else:
+        assert text(confirmed) in ("confirmed", 'accept: {"ok": true}')
+
+
+async def test_a_modern_client_through_the_bridge(tray: TrayService) -> None:
+    async with bridged(tray, "old", "auto") as session:
+        assert era(session) == "2026-07-28"
+        hello = await session.call_tool("hello", {})
+        sampled = await session.call_tool("ask", {"question": "via the bridge?"})
+    async with bridged(tray, "modern", "auto") as session:
+        echoed = await session.call_tool("echo", {"text": "bridged"})
+
+    assert text(hello) == "hello from 2024-11-05"
+    assert "model says via the bridge?" in text(sampled)
+    assert text(echoed) == "bridged"
+
+
+async def test_kill_9_between_two_calls_of_a_modern_client_is_answered_with_one_respawn(
+    tray: TrayService,
+) -> None:
+    server = tray.supervisor.server("modern")
+    async with http(tray, "modern", "auto") as session:
+        first = await session.call_tool("whoami", {})
+        pid = server.pid
+        assert pid is not None
+        await kill_hard(pid)
+        second = await session.call_tool("whoami", {})
+
+    assert int(text(first)) == pid
+    assert int(text(second)) not in (pid, 0)
+    assert server.respawn_requests == 1
+    assert server.generation == 2
+
+
+async def test_an_unsupported_version_is_answered_with_the_supported_ones(
+    tray: TrayService,
+) -> None:
+    envelope = {**MODERN_ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": envelope}}
+    async with httpx.AsyncClient() as client:
+        reply = await client.post(
+            f"{tray.url}/mcp/modern",
+            content=json.dumps(body),
+            headers={
+                "authorization": f"Bearer {tray.token}",
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2099-01-01",
+                "mcp-method": "tools/list",
+            },
+        )
+
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert reply.json()["id"] == 7
+    assert error["code"] == -32022
+    assert "2026-07-28" in error["data"]["supported"]
+    assert "2025-11-25" in error["data"]["supported"]
+    assert error["data"]["requested"] == "2099-01-01"
+
+
+async def test_discover_through_the_gateway_is_the_childs_own(tray: TrayService) -> None:
+    async with Client(
+        StdioServerParameters(command=sys.executable, args=[str(ECHO)]), mode="auto", cache=None
+    ) as direct:
+        own = direct.session
+        own_caps = own.server_capabilities
+        own_info = own.server_info
+    async with http(tray, "modern", "auto") as through:
+        theirs = through.session
+
+        assert theirs.server_capabilities == own_caps
+        assert theirs.server_info == own_info
+
+
+async def test_status_and_metrics_say_which_era_each_child_speaks(tray: TrayService) -> None:
+    snapshot = tray.supervisor.snapshot()
+    assert snapshot.server("modern").protocol == "2026-07-28"
+    assert snapshot.server("old").protocol == "2024-11-05"
+    assert tray.metrics().decode().count("mcp_tray_server_protocol{") == 2
+
+
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "initialize"])
+async def test_a_method_2026_07_28_removed_is_not_found(tray: TrayService, method: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"_meta": MODERN_ENVELOPE}}
+    async with httpx.AsyncClient() as client:
+        reply = await client.post(
+            f"{tray.url}/mcp/modern",
+            content=json.dumps(body),
+            headers={
+                "authorization": f"Bearer {tray.token}",
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": method,
+            },
+        )
+    assert reply.status_code == 404
+    assert reply.json()["error"]["code"] == -32601
