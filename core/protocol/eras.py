@@ -251,7 +251,9 @@ def check_request(
         name_key = NAME_BEARING_METHODS.get(str(method))
         if name_key is not None and isinstance(params, dict):
             named = params.get(name_key)
-            if named is not None and decode_header(headers.get(NAME_HEADER)) != named:
+            sent = headers.get(NAME_HEADER)
+            # Whitespace around a field value is not part of it (RFC 9110 §5.5).
+            if named is not None and decode_header(sent.strip() if sent else sent) != named:
                 return Rejection(
                     HEADER_MISMATCH,
                     f"Header mismatch: Mcp-Name does not match the request's {name_key!r}",
@@ -272,8 +274,76 @@ def check_request(
 
 
 def unsupported(requested: object) -> Rejection:
+    """The stateless era's answer to a version it does not speak: the ones it does
+    (the handshake revisions are reached through ``initialize``, not here)."""
     return Rejection(
         UNSUPPORTED_PROTOCOL_VERSION,
-        f"Unsupported protocol version {requested!r}; mcp-tray speaks {', '.join(SUPPORTED_VERSIONS)}",
-        {"supported": list(SUPPORTED_VERSIONS), "requested": requested},
+        f"Unsupported protocol version {requested!r}; this endpoint speaks "
+        f"{', '.join(MODERN_PROTOCOL_VERSIONS)} per request, and {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} "
+        "through initialize",
+        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
     )
+
+
+def param_header_problem(
+    schema: object, arguments: Mapping[str, Any], headers: Mapping[str, str]
+) -> str | None:
+    """Why a tools/call's ``Mcp-Param-*`` headers disagree with its arguments (None: they agree).
+
+    Each property annotated ``x-mcp-header: Token`` (reached by a chain of
+    ``properties``) is mirrored in ``Mcp-Param-Token``: both present and equal
+    (sentinel-decoded; booleans as true/false, integers compared as numbers),
+    or both absent.
+    """
+    for path, token, prop in _annotated(schema, ()):
+        header = f"mcp-param-{token.lower()}"
+        raw = headers.get(header)
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            if raw is not None:
+                return f"Mcp-Param-{token} is sent but the argument {'.'.join(path)!r} is not"
+            continue
+        rendered = (
+            ("true" if value else "false")
+            if isinstance(value, bool)
+            else (str(value) if isinstance(value, str | int | float) else None)
+        )
+        if raw is None:
+            if rendered is None:
+                continue
+            return f"Mcp-Param-{token} is missing but the argument {'.'.join(path)!r} is present"
+        decoded = decode_header(raw.strip())
+        if decoded is None or rendered is None:
+            return f"Mcp-Param-{token} does not match the argument {'.'.join(path)!r}"
+        if (
+            prop.get("type") == "integer"
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+        ):
+            try:
+                if float(decoded) == float(value) and float(value).is_integer():
+                    continue
+            except ValueError:
+                pass
+        if decoded != rendered:
+            return f"Mcp-Param-{token} does not match the argument {'.'.join(path)!r}"
+    return None
+
+
+def _annotated(
+    schema: object, path: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    found: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return found
+    for name, prop in properties.items():
+        if not isinstance(prop, dict):
+            continue
+        token = prop.get("x-mcp-header")
+        if isinstance(token, str) and token:
+            found.append(((*path, name), token, prop))
+        found.extend(_annotated(prop, (*path, name)))
+    return found

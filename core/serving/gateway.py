@@ -139,7 +139,7 @@ class Share:
         who = self.subscribers.get(uri)
         if not who:
             # The first subscriber: the server hears of it. Later ones share it.
-            await self.server.request("resources/subscribe", {"uri": uri}, caller)
+            await self.server.watch(uri, caller)
             who = self.subscribers.setdefault(uri, set())
         who.add(session_id)
         return {}
@@ -152,7 +152,7 @@ class Share:
         if not who and uri in self.subscribers:
             del self.subscribers[uri]
             with contextlib.suppress(CallError):
-                await self.server.request("resources/unsubscribe", {"uri": uri}, caller or Caller())
+                await self.server.unwatch(uri, caller or Caller())
         return {}
 
     # -------------------------------------------------------------- logging
@@ -164,7 +164,8 @@ class Share:
 
     async def _sync_level(self, caller: Caller) -> None:
         """The server logs at the most verbose level any live session asked for."""
-        if not self.levels:
+        if not self.levels or self.server.catalog.modern:
+            # A 2026-07-28 child takes the level with each request (the envelope).
             return
         wanted = min(self.levels.values(), key=log_severity)
         if wanted != self.server.routing.log_level:

@@ -36,6 +36,7 @@ from starlette.types import Scope
 from core.base.errors import RpcError
 from core.base.states import ServerState
 from core.protocol.eras import (
+    HEADER_MISMATCH,
     INPUT_REQUIRED,
     LATEST_MODERN_VERSION,
     MODERN_PROTOCOL_VERSIONS,
@@ -44,6 +45,7 @@ from core.protocol.eras import (
     SUBSCRIPTION_ID_META_KEY,
     Envelope,
     as_complete,
+    param_header_problem,
     without_envelope,
 )
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
@@ -334,6 +336,8 @@ class StatelessEndpoint:
             kind = LIST_METHODS[method]
             listed = {kind: list(catalog.lists.get(kind, []))}
             return as_complete(listed, method, catalog.server_info, catalog.hints.get(kind))
+        if method == "tools/call":
+            self._check_param_headers(catalog.tools.get(str(params.get("name"))), params, scope)
         sessions = clients.gateway.sessions
         return await guarded(
             sessions,
@@ -341,6 +345,21 @@ class StatelessEndpoint:
             method,
             lambda: self._send(ctx, server, method, params, envelope, session),
         )
+
+    @staticmethod
+    def _check_param_headers(
+        tool: Mapping[str, Any] | None, params: Mapping[str, Any], scope: Scope
+    ) -> None:
+        """The gateway is the server the client's HTTP headers reach: it checks them."""
+        if tool is None:
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        arguments = params.get("arguments")
+        problem = param_header_problem(
+            tool.get("inputSchema"), arguments if isinstance(arguments, dict) else {}, headers
+        )
+        if problem is not None:
+            raise RpcError(HEADER_MISMATCH, f"Header mismatch: {problem}")
 
     async def _send(
         self,

@@ -19,6 +19,7 @@ from core.base.clock import wait_within
 from core.base.errors import ConnectionLost, RpcError, SpawnError
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
+from core.protocol.eras import SUBSCRIPTION_ID_META_KEY
 from core.supervision.catalog import LIST_KINDS
 from core.supervision.child import ChildProcess, child_environment, describe_returncode
 from core.supervision.run import Run
@@ -124,9 +125,12 @@ class RunLoop:
                     run.ready.set()
                     server.change_state(S.READY, "handshake done, tools listed")
                     health = asyncio.ensure_future(self.health(run, upstream))
+                    if server.catalog.modern:
+                        server.listen.open(upstream)
                     try:
                         await ended
                     finally:
+                        server.listen.close()
                         health.cancel()
                         await asyncio.gather(health, return_exceptions=True)
                 elif failure is not None:
@@ -175,6 +179,15 @@ class RunLoop:
 
     async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         server = self.server
+        if method == "notifications/subscriptions/acknowledged":
+            return  # the answer to mcp-tray's own listen stream
+        meta = (params or {}).get("_meta")
+        if isinstance(meta, dict) and SUBSCRIPTION_ID_META_KEY in meta:
+            # mcp-tray's own stream id means nothing to its clients.
+            rest = {k: v for k, v in meta.items() if k != SUBSCRIPTION_ID_META_KEY}
+            params = {k: v for k, v in (params or {}).items() if k != "_meta"}
+            if rest:
+                params["_meta"] = rest
         if method.endswith("/list_changed"):
             kind = method.split("/")[1]
             run = server.current_run

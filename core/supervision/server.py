@@ -27,6 +27,7 @@ from core.supervision.breakers import ServerBreaker
 from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
 from core.supervision.child import ChildProcess, Spawner
+from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import NO_CALLER, Caller, Routing
@@ -84,6 +85,7 @@ class ManagedServer:
         #: Set the first time a server request could not be placed (DESIGN 3.10).
         self.isolation_warning: str | None = None
         self.calls_path = CallPath(self)
+        self.listen = UpstreamListen(self)
         #: Call outcomes, for /metrics: calls, failures, respawns calls asked
         #: for (never more than one per call), and a latency hook.
         self.calls = 0
@@ -289,6 +291,22 @@ class ManagedServer:
             {"name": tool, "arguments": dict(arguments or {})},
             Caller(timeout=timeout),
         )
+
+    async def watch(self, uri: str, caller: Caller) -> None:
+        """A first client subscribed to ``uri``: have the child tell mcp-tray of its updates."""
+        if self.catalog.modern:
+            self.routing.subscriptions.add(uri)
+            self.listen.refresh()
+        else:
+            await self.request("resources/subscribe", {"uri": uri}, caller)
+
+    async def unwatch(self, uri: str, caller: Caller) -> None:
+        """The last client subscribed to ``uri`` left."""
+        if self.catalog.modern:
+            self.routing.subscriptions.discard(uri)
+            self.listen.refresh()
+        else:
+            await self.request("resources/unsubscribe", {"uri": uri}, caller)
 
     async def notify_upstream(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Pass a client notification to the live child (dropped while there is none)."""
