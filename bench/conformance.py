@@ -69,6 +69,13 @@ from urllib.parse import urlsplit
 ROOT: Final = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT: Final = ROOT / "tests" / "servers" / "conformance_server.py"
 SERVER: Final = "conformance"
+#: The same server pinned to the handshake era ("protocol": "handshake"): its
+#: handshake-era tools (sampling, elicitation) ask the client the old way, a
+#: request on the pipe mid-call, which a child driven in the 2026-07-28 era
+#: has no room for. The handshake-era scenarios run against this one.
+HANDSHAKE_SERVER: Final = "conformance-handshake"
+#: Which tray server each era's scenarios run against.
+ERA_SERVER: Final = {"2025-11-25": HANDSHAKE_SERVER, "2026-07-28": SERVER}
 CACHE: Final = ROOT / ".conformance"
 PACKAGE: Final = "@modelcontextprotocol/conformance"
 #: 0.1.16 is the latest stable release, but only the 0.2.0 pre-releases have
@@ -327,7 +334,14 @@ class Tray:
 
     def start(self) -> None:
         config = {
-            "mcpServers": {SERVER: {"command": sys.executable, "args": [str(SERVER_SCRIPT)]}},
+            "mcpServers": {
+                SERVER: {"command": sys.executable, "args": [str(SERVER_SCRIPT)]},
+                HANDSHAKE_SERVER: {
+                    "command": sys.executable,
+                    "args": [str(SERVER_SCRIPT)],
+                    "protocol": "handshake",
+                },
+            },
             "gateway": {"port": 0},
         }
         self.config.write_text(json.dumps(config, indent=2))
@@ -366,7 +380,7 @@ class Tray:
                 body = json.loads(status.stdout)
                 servers = {s.get("name"): s for s in body.get("servers", [])}
                 last = f"servers { {name: s.get('state') for name, s in servers.items()} }"
-                if servers.get(SERVER, {}).get("state") == "ready":
+                if all(servers.get(n, {}).get("state") == "ready" for n in ERA_SERVER.values()):
                     self.url = str(body["gateway"]["url"]).rstrip("/")
                     break
             else:
@@ -797,15 +811,26 @@ async def run_all(
     await proxy.start()
     control_proxy: HeaderProxy | None = None
     try:
-        targets = [
-            ("direct", direct_url),
-            ("via gateway", f"http://127.0.0.1:{proxy.listen_port}/mcp/{SERVER}"),
-        ]
+        gateway = f"http://127.0.0.1:{proxy.listen_port}/mcp/"
+        targets = [("direct", direct_url), ("via gateway", gateway)]
         if control:
             control_proxy = HeaderProxy(direct_url, "unused-by-the-direct-server")
             await control_proxy.start()
             targets.append(("direct+proxy", f"http://127.0.0.1:{control_proxy.listen_port}/mcp"))
-        return [await run_era(suite, era, targets, scenarios, tmp, processes) for era in eras]
+        return [
+            await run_era(
+                suite,
+                era,
+                [
+                    (label, url + ERA_SERVER[era] if url == gateway else url)
+                    for label, url in targets
+                ],
+                scenarios,
+                tmp,
+                processes,
+            )
+            for era in eras
+        ]
     finally:
         await proxy.close()
         if control_proxy is not None:
@@ -914,7 +939,7 @@ def report(results: list[EraResult], suite: Suite, reproduce: str, seconds: floa
     )
     print(
         "  direct = the server over streamable HTTP; via gateway = the same server as the "
-        "stdio child of a headless mcp-tray, at /mcp/conformance (bearer token added by a proxy)"
+        "stdio child of a headless mcp-tray, at /mcp/conformance-handshake (pinned to the handshake era) for 2025-11-25 and /mcp/conformance (probed: 2026-07-28) for 2026-07-28 (bearer token added by a proxy)"
     )
     print(
         "  cells: pass/FAIL passed/scored checks (+Nw: warnings); skip: no scored check ran "
