@@ -567,3 +567,94 @@ async def test_requests_to_a_child_that_already_exited_fail_with_connection_lost
         with pytest.raises(ConnectionLost):
             await within(upstream.request("ping", None))
         await upstream.notify("notifications/initialized", None)  # swallowed, no raise
+
+
+# ------------------------------------------------- which era the child speaks
+
+DISCOVERED = {
+    "supportedVersions": ["2026-07-28"],
+    "capabilities": {"tools": {"listChanged": True}},
+    "resultType": "complete",
+    "ttlMs": 0,
+    "cacheScope": "private",
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "puppet", "version": "2"}},
+}
+INITIALIZED = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {}},
+    "serverInfo": {"name": "puppet", "version": "1"},
+}
+
+
+async def test_a_child_that_answers_discover_is_driven_in_the_stateless_era() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening = asyncio.ensure_future(upstream.start_session("auto", PROMPT))
+        probe = await puppet.receive()
+        assert probe["method"] == "server/discover"
+        meta = probe["params"]["_meta"]
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        assert set(meta["io.modelcontextprotocol/clientCapabilities"]) == {
+            "roots",
+            "sampling",
+            "elicitation",
+        }
+        await puppet.reply(probe, DISCOVERED)
+
+        assert await within(opening) == ("2026-07-28", DISCOVERED)
+
+
+async def test_a_child_that_does_not_know_discover_gets_initialize() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening = asyncio.ensure_future(upstream.start_session("auto", PROMPT))
+        await puppet.reply_error(
+            await puppet.receive(), {"code": -32601, "message": "Method not found"}
+        )
+        handshake = await puppet.receive()
+        assert handshake["method"] == "initialize"
+        await puppet.reply(handshake, INITIALIZED)
+        assert (await puppet.receive())["method"] == "notifications/initialized"
+
+        assert await within(opening) == (None, INITIALIZED)
+
+
+async def test_a_child_that_stays_silent_on_discover_gets_initialize_after_the_probe_timeout() -> (
+    None
+):
+    async with puppet_session() as (upstream, puppet, _):
+        opening = asyncio.ensure_future(upstream.start_session("auto", 0.2))
+        assert (await puppet.receive())["method"] == "server/discover"
+        cancelled = await puppet.receive()  # the abandoned probe is cancelled
+        assert cancelled["method"] == "notifications/cancelled"
+        handshake = await puppet.receive()
+        assert handshake["method"] == "initialize"
+        await puppet.reply(handshake, INITIALIZED)
+
+        assert (await within(opening)).modern is None
+
+
+async def test_a_child_pinned_to_2026_07_28_that_refuses_it_fails_the_start() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening = asyncio.ensure_future(upstream.start_session("2026-07-28", PROMPT))
+        first = await puppet.receive()
+        await puppet.reply_error(
+            first,
+            {
+                "code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+            },
+        )
+        # Pinned to 2026-07-28 and refused it: no fallback, the error stands.
+        with pytest.raises(RpcError) as caught:
+            await within(opening)
+        assert caught.value.code == -32022
+
+
+async def test_a_child_pinned_to_the_handshake_era_is_never_probed() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening = asyncio.ensure_future(upstream.start_session("handshake", PROMPT))
+        handshake = await puppet.receive()
+        assert handshake["method"] == "initialize"
+        await puppet.reply(handshake, INITIALIZED)
+
+        assert (await within(opening)).modern is None
