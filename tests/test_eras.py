@@ -237,3 +237,53 @@ async def test_a_method_2026_07_28_removed_is_not_found(tray: TrayService, metho
         )
     assert reply.status_code == 404
     assert reply.json()["error"]["code"] == -32601
+
+
+async def test_a_parked_call_whose_child_died_is_answered_honestly_on_retry(
+    tray: TrayService,
+) -> None:
+    old = tray.supervisor.server("old")
+    async with http(tray, "old", "auto") as client:
+        session = client.session
+        asked = await session.call_tool("ask", {"question": "then?"}, allow_input_required=True)
+        assert asked.result_type == "input_required"
+        pid = old.pid
+        assert pid is not None
+        await kill_hard(pid)
+        answers = {
+            key: CreateMessageResult(
+                role="assistant", content=TextContent(type="text", text="late"), model="m"
+            )
+            for key in asked.input_requests or {}
+        }
+        retried = await session.call_tool(
+            "ask",
+            {"question": "then?"},
+            input_responses=answers,  # type: ignore[arg-type]
+            request_state=asked.request_state,
+        )
+
+    # The call died with its child, and the client is told so, not sent a guess.
+    assert retried.is_error
+    assert "exited mid-call" in text(retried)
+
+
+async def test_a_stateless_clients_session_trips_after_three_failures_in_a_row(
+    services: Services,
+) -> None:
+    from tests.conftest import CRASH_AT_START
+
+    service = await services.start({"bad": python_server(CRASH_AT_START)})
+    bad = service.supervisor.server("bad")
+    async with http(service, "bad", "2026-07-28") as client:
+        for _ in range(3):
+            failed = await client.call_tool("anything", {})
+            assert failed.is_error
+        fourth = await client.call_tool("anything", {})
+        generation = bad.generation
+        fifth = await client.call_tool("anything", {})
+
+    assert "⚠️ This session has failed 3 times in a row" in text(fourth)
+    assert "⚠️" in text(fifth) and bad.generation == generation  # nothing spawned for it
+    (session,) = [s for s in service.sessions.all() if s.server == "bad"]
+    assert session.tripped

@@ -339,12 +339,16 @@ class StatelessEndpoint:
         if method == "tools/call":
             self._check_param_headers(catalog.tools.get(str(params.get("name"))), params, scope)
         sessions = clients.gateway.sessions
-        return await guarded(
+        result = await guarded(
             sessions,
             session,
             method,
             lambda: self._send(ctx, server, method, params, envelope, session),
         )
+        # mcp-tray's own answers (an exit, a parked server, a tripped session) too.
+        if "resultType" in result:
+            return result
+        return as_complete(result, method, catalog.server_info)
 
     @staticmethod
     def _check_param_headers(
