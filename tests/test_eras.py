@@ -23,7 +23,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CreateMessageResult, ElicitResult, TextContent
+from mcp.types import CreateMessageResult, ElicitResult, InputRequiredResult, TextContent
 
 from core.serving.service import TrayService
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
@@ -246,7 +246,7 @@ async def test_a_parked_call_whose_child_died_is_answered_honestly_on_retry(
     async with http(tray, "old", "auto") as client:
         session = client.session
         asked = await session.call_tool("ask", {"question": "then?"}, allow_input_required=True)
-        assert asked.result_type == "input_required"
+        assert isinstance(asked, InputRequiredResult)
         pid = old.pid
         assert pid is not None
         await kill_hard(pid)
