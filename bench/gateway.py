@@ -2,27 +2,71 @@
 
 Everything is a real process. A headless tray (``mcp-tray run --headless``)
 runs from a private MCP_TRAY_HOME with one server, ``echo``
-(tests/servers/echo.py). The bench process holds three SDK client sessions
-open at once and calls the trivial ``echo`` tool on each:
+(tests/servers/echo.py). The tray probes each child with ``server/discover``
+(like the SDK's auto mode); echo.py runs on the 2.x SDK and answers it, so the
+tray drives its echo.py child in the 2026-07-28 era (stateless: no
+initialize, the caller's ``_meta`` envelope on every request) whatever era
+its client speaks. The era the tray settled on is read from its /metrics
+(``mcp_tray_server_protocol``) and printed. The bench process holds its client
+sessions open at once and calls the trivial ``echo`` tool on each, in two
+client eras over the same three paths.
 
-* direct:  ``stdio_client`` -> its own echo.py child (no tray at all);
+Handshake era (MCP 2025-11-25): the SDK's low-level ``ClientSession`` with
+``initialize()``:
+
+* direct:  ``stdio_client`` -> its own echo.py child (no tray at all; this
+  echo.py serves the handshake era, as its client asks);
 * gateway: ``streamable_http_client`` (httpx2) -> the tray's ``/mcp/echo``
-  -> the tray's echo.py child;
+  (a stateful streamable-HTTP session) -> the tray's echo.py child;
 * bridge:  ``stdio_client`` -> ``mcp-tray connect echo`` (which relays each
   line over HTTP to ``/mcp/echo``) -> the tray's echo.py child.
 
-After WARMUP calls per client, CALLS sequential calls per client are timed
-with ``time.perf_counter`` around ``session.call_tool`` (the result is
-checked after the clock stops). The calls are interleaved: blocks of BLOCK
-calls per client, the starting client rotating every round, so the noise of
-a small shared machine hits all three alike.
+2026-07-28 era (default on; ``--no-modern`` skips them): the SDK's high-level
+``mcp.Client(..., mode=MODERN_MODE, cache=None)``. MODERN_MODE is "auto": it
+probes ``server/discover`` once at connect (untimed), and the bench checks
+that every one of the three negotiated 2026-07-28 (``client.protocol_version``)
+or stops. ``cache=None`` turns off the SDK's response cache (which honours
+``ttlMs`` on list results), so nothing is ever answered locally:
 
-"Added" is the client's percentile minus the direct percentile. Around every
-gateway and bridge block the tray's own ``/metrics`` histogram
-(``mcp_tray_call_seconds``, fed by ``ManagedServer.request``) is read, so the
-report also splits the mean into "inside the tray's call path" (call path,
-SDK dispatcher, pipes, echo child) and "outside it" (client transport, HTTP,
-streamable server, gateway, and for the bridge the relay process). The
+* modern-direct:  ``mcp.Client(stdio_client(StdioServerParameters(echo.py)))``
+  -> its own echo.py child (2026-07-28, no tray);
+* modern-gateway: ``mcp.Client(streamable_http_client(url, http_client=...))``
+  (its own httpx2 client with the tray's token, header
+  ``MCP-Protocol-Version: 2026-07-28``) -> the tray's ``/mcp/echo``, served
+  statelessly -> the tray's echo.py child;
+* modern-bridge:  ``mcp.Client(stdio_client(... connect echo, the bridge
+  row's env))`` -> ``mcp-tray connect echo`` (relaying 2026-07-28 lines with
+  their headers) -> the tray's echo.py child. Its env adds a client session of
+  its own (``MCP_TRAY_CLIENT_SESSION``): a second bridge of the bridge row's
+  client session would claim that bridge's worker row, and the bridge row's
+  bridge, fenced on its next heartbeat, would exit.
+
+(The stdio rows pass ``stdio_client(..., errlog=...)`` as the transport, the
+same as ``mcp.Client(StdioServerParameters(...))`` builds, so children's
+stderr goes to the bench's log, not the terminal.) The tray's two eras share
+one echo.py child, so the handshake-era gateway and bridge rows include the
+tray's translation to 2026-07-28 upstream; the modern rows pass through.
+
+After WARMUP calls per client, CALLS sequential calls per client are timed
+with ``time.perf_counter`` around ``session.call_tool`` (handshake era) or
+``client.call_tool`` (2026-07-28; the result is checked after the clock
+stops). The calls are interleaved: blocks of BLOCK calls per client, the
+starting client rotating every round, so the noise of a small shared machine
+hits every client alike.
+
+"Added" is the client's percentile minus its era's direct percentile (direct
+for the handshake-era rows and the peers, modern-direct for the modern rows,
+raw-direct for the floor rows). The report says, with a YES/NO line each,
+whether a 2026-07-28 request costs more through the gateway (modern-gateway's
+added p50 over gateway's) and through the bridge (modern-bridge over bridge),
+and in how many interleaved rounds the same held for the blocks' medians.
+
+Around every block that goes through the tray, the tray's own ``/metrics``
+histogram (``mcp_tray_call_seconds``, fed by ``ManagedServer.request``, for
+either era) is read, so the report also splits the mean into "inside the
+tray's call path" (call path, SDK dispatcher, pipes, echo child) and "outside
+it" (client transport, HTTP, streamable or stateless server, gateway, and for
+a bridge the relay process). The
 CPU time (user + system) of every process in a call's chain is also taken
 around each block (psutil): the chain is serial, so on a small busy machine
 the mean wall time is close to the sum, and the split shows which process
@@ -31,8 +75,9 @@ so its token stays in the private home and the user's OS keyring is never
 touched.
 
 The floor rows (default on; ``--no-floor`` skips them) show what any extra
-process hop costs on this machine, with no SDK at all. They are timed in the
-same interleaved blocks as the three clients above:
+process hop costs on this machine, with no SDK at all. They speak the
+handshake era by hand (initialize, then ``tools/call`` lines), and are timed
+in the same interleaved blocks as the clients above:
 
 * raw-direct:  a hand-written asyncio client (one ``tools/call`` line out,
   one line back, json.dumps/json.loads only) -> its own echo.py child;
@@ -65,8 +110,9 @@ venv and its 2.x SDK), so mcp-tray's added p50 can be compared in one run:
   streamable HTTP (stateful, JSON replies) on 127.0.0.1 at ``/mcp``.
 
 Both are called with the same client kind as the gateway row (the SDK's
-``streamable_http_client`` over httpx2, without the tray's token), in the
-same interleaved blocks with the same warm-up and call counts, and the
+``streamable_http_client`` over httpx2, without the tray's token; handshake
+era, which is also what their echo.py children then serve), in the same
+interleaved blocks with the same warm-up and call counts, and the
 report says whether mcp-tray's added p50 (gateway and bridge) is below both
 peers'. Their per-message logging is turned down (it is on by default in
 both). Each binds port 0; the bench reads the port it listens on from the
@@ -83,8 +129,9 @@ their own; a peer's descendants are also waited for (and killed if they
 linger), since supergateway puts echo.py in a group of its own.
 
 Target (issue): < 1 ms p50 added over direct, for the gateway and the
-bridge. Figures are reported, not asserted: the exit code is 0 unless the
-bench itself breaks. Run: .venv/bin/python bench/gateway.py --calls 2000
+bridge (and over modern-direct, for modern-gateway and modern-bridge).
+Figures are reported, not asserted: the exit code is 0 unless the bench
+itself breaks. Run: .venv/bin/python bench/gateway.py --calls 2000
 (``--tray-profile FILE`` runs the tray under cProfile and writes its stats).
 """
 
@@ -111,7 +158,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TextIO
 from urllib.parse import urlsplit
 
 # Run as a script from a checkout: make `core` importable without installing.
@@ -119,6 +166,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
 import psutil
+from mcp import Client as ModernClient
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
@@ -143,7 +191,14 @@ FLOOR_LABELS: Final = {
     "raw-hop": "floor: one extra process hop",
     "raw-gateway": "tray gateway, raw client",
 }
-#: What the raw clients speak, by hand.
+#: The 2026-07-28 rows (see the module docstring): ``mcp.Client``, no handshake.
+MODERN_CLIENTS: Final = ("modern-direct", "modern-gateway", "modern-bridge")
+#: The revision the modern rows must speak (checked on each client after it connects).
+MODERN_VERSION: Final = "2026-07-28"
+#: ``mcp.Client(mode=...)``: "auto" probes ``server/discover`` once, at connect (not
+#: timed), and negotiates MODERN_VERSION against all three targets (checked).
+MODERN_MODE: Final = "auto"
+#: What the raw clients speak, by hand (handshake era).
 PROTOCOL_VERSION: Final = "2025-11-25"
 SESSION_HEADER: Final = "mcp-session-id"
 INITIALIZE: Final = {
@@ -188,6 +243,11 @@ _METRIC_RE: Final = re.compile(
     r"\s+(\S+)$",
     re.MULTILINE,
 )
+#: The revision the tray speaks to its echo.py child (a gauge set to 1 per server).
+_UPSTREAM_RE: Final = re.compile(
+    r'^mcp_tray_server_protocol\{(?=[^}]*server="echo")[^}]*version="([^"]+)"[^}]*\}\s+1(?:\.0)?$',
+    re.MULTILINE,
+)
 
 
 class BenchError(Exception):
@@ -215,6 +275,8 @@ class Tray:
         self.token = ""
         #: pid of the tray's own echo.py child, from ``status --json``.
         self.server_pid: int | None = None
+        #: The revision the tray speaks to that child (its probe's verdict), from /metrics.
+        self.server_protocol: str | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -974,18 +1036,39 @@ def _sdk_call(session: ClientSession) -> Callable[[], Awaitable[Any]]:
     return functools.partial(session.call_tool, TOOL, ARGUMENTS)
 
 
+def _modern_call(client: ModernClient) -> Callable[[], Awaitable[Any]]:
+    return functools.partial(client.call_tool, TOOL, ARGUMENTS)
+
+
 async def _timed_block(client: Client, calls: int) -> None:
     call, check, samples = client.call, client.check, client.samples
-    for _ in range(calls):
-        started = time.perf_counter()
-        result = await call()
-        samples.append(time.perf_counter() - started)
-        check(result)
+    try:
+        for _ in range(calls):
+            started = time.perf_counter()
+            result = await call()
+            samples.append(time.perf_counter() - started)
+            check(result)
+    except Exception as exc:
+        # Named, so a failure says which client broke (the stack's task groups wrap it).
+        raise BenchError(
+            f"{client.name}: timed call {len(samples) + 1} failed: {_one_line(exc)}"
+        ) from exc
 
 
 async def _warm(client: Client, calls: int) -> None:
-    for _ in range(calls):
-        client.check(await client.call())
+    try:
+        for _ in range(calls):
+            client.check(await client.call())
+    except Exception as exc:
+        raise BenchError(f"{client.name}: a warm-up call failed: {_one_line(exc)}") from exc
+
+
+async def _tray_upstream(http: httpx2.AsyncClient, url: str) -> str | None:
+    """The revision the tray speaks to its echo.py child, from its /metrics."""
+    reply = await http.get(f"{url}/metrics")
+    reply.raise_for_status()
+    found = _UPSTREAM_RE.search(reply.text)
+    return found.group(1) if found else None
 
 
 async def _tray_call_path(http: httpx2.AsyncClient, url: str) -> tuple[float, int]:
@@ -1009,8 +1092,100 @@ async def _session(
     return session, spawned[0] if len(spawned) == 1 else None
 
 
+async def _modern_session(
+    stack: contextlib.AsyncExitStack,
+    transport: contextlib.AbstractAsyncContextManager[tuple[Any, Any]],
+) -> tuple[ModernClient, psutil.Process | None]:
+    """A connected 2026-07-28 ``mcp.Client`` (checked), and the child process its transport
+    spawned (if any). No response cache: every call reaches the server."""
+    before = {child.pid for child in psutil.Process().children()}
+    client = await stack.enter_async_context(ModernClient(transport, mode=MODERN_MODE, cache=None))
+    if client.protocol_version != MODERN_VERSION:
+        raise BenchError(
+            f"mcp.Client(mode={MODERN_MODE!r}) negotiated {client.protocol_version!r}, "
+            f"not {MODERN_VERSION}"
+        )
+    spawned = [child for child in psutil.Process().children() if child.pid not in before]
+    return client, spawned[0] if len(spawned) == 1 else None
+
+
 def _roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Process]:
     return {role: process for role, process in processes.items() if process is not None}
+
+
+async def _modern_clients(
+    stack: contextlib.AsyncExitStack,
+    tray: Tray,
+    errlog: TextIO,
+    bridge_env: dict[str, str],
+    me: psutil.Process,
+    tray_process: psutil.Process,
+    tray_echo: psutil.Process | None,
+) -> dict[str, Client]:
+    """modern-direct, modern-gateway and modern-bridge: the same three paths as direct,
+    gateway and bridge, with ``mcp.Client`` in the 2026-07-28 era; every process they
+    start is stopped when ``stack`` closes."""
+    direct, direct_echo = await _modern_session(
+        stack,
+        stdio_client(
+            StdioServerParameters(command=sys.executable, args=[str(ECHO_SCRIPT)]),
+            errlog=errlog,
+        ),
+    )
+    # Its own connection pool: no keep-alive connection shared with the handshake-era row.
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {tray.token}"},
+            timeout=httpx2.Timeout(30, read=60),
+        )
+    )
+    gateway, _ = await _modern_session(
+        stack, streamable_http_client(f"{tray.url}/mcp/{SERVER}", http_client=http)
+    )
+    # A client session of its own: a second bridge of the bridge row's client session
+    # would claim its worker row, and the bridge row's bridge, fenced, would exit.
+    modern_env = {**bridge_env, "MCP_TRAY_CLIENT_SESSION": f"bench-modern-{os.getpid()}"}
+    bridge, bridge_process = await _modern_session(
+        stack,
+        stdio_client(
+            StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "core.cli.main", "connect", SERVER],
+                env=modern_env,
+                cwd=ROOT,
+            ),
+            errlog=errlog,
+        ),
+    )
+    return {
+        "modern-direct": Client(
+            "modern-direct",
+            _modern_call(direct),
+            _check,
+            _roles({"client": me, "echo.py": direct_echo}),
+        ),
+        "modern-gateway": Client(
+            "modern-gateway",
+            _modern_call(gateway),
+            _check,
+            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            through_tray=True,
+        ),
+        "modern-bridge": Client(
+            "modern-bridge",
+            _modern_call(bridge),
+            _check,
+            _roles(
+                {
+                    "client": me,
+                    "bridge": bridge_process,
+                    "tray": tray_process,
+                    "echo.py": tray_echo,
+                }
+            ),
+            through_tray=True,
+        ),
+    }
 
 
 async def _floor_clients(
@@ -1071,10 +1246,16 @@ async def _floor_clients(
     }
 
 
-def _one_line(exc: BaseException) -> str:
-    """The innermost error of an exception (group), on one line."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (task groups nest them), or the exception itself."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The innermost error of an exception (group), on one line."""
+    exc = _innermost(exc)
     text = " ".join(str(exc).split())
     if isinstance(exc, PeerUnavailable | BenchError):
         return text
@@ -1145,6 +1326,7 @@ async def measure(
     warmup: int,
     block: int,
     floor: bool,
+    modern: bool,
     peers: list[PeerSpec],
     notes: list[str],
 ) -> dict[str, Client]:
@@ -1216,6 +1398,10 @@ async def measure(
                 through_tray=True,
             ),
         }
+        if modern:
+            clients.update(
+                await _modern_clients(stack, tray, errlog, bridge_env, me, tray_process, tray_echo)
+            )
         # The peers after mcp-tray's sessions, each in front of its own echo.py.
         clients.update(await _peer_clients(stack, peers, me, notes))
         if floor:
@@ -1224,6 +1410,7 @@ async def measure(
         for client in clients.values():
             await _warm(client, warmup)
         await _tray_call_path(scrape, tray.url)
+        tray.server_protocol = await _tray_upstream(scrape, tray.url)
 
         order = list(clients.values())
         done = 0
@@ -1272,9 +1459,78 @@ class Stats:
 def _row(name: str, count: int, s: Stats, base: Stats | None, label: str = "") -> str:
     added = f"   {s.p50 - base.p50:>+8.3f} {s.p95 - base.p95:>+8.3f}" if base is not None else ""
     return (
-        f"  {name:<12} {count:>6} {s.p50:>8.3f} {s.p95:>8.3f} {s.p99:>8.3f} {s.mean:>8.3f}"
+        f"  {name:<14} {count:>6} {s.p50:>8.3f} {s.p95:>8.3f} {s.p99:>8.3f} {s.mean:>8.3f}"
         f"{added}{'   ' + label if label else ''}"
     ).rstrip()
+
+
+def _block_p50s(samples: list[float], block: int) -> list[float]:
+    """The median of each interleaved block of one client, in round order."""
+    return [statistics.median(samples[i : i + block]) for i in range(0, len(samples), block)]
+
+
+def _modern_report(
+    clients: dict[str, Client],
+    stats: dict[str, Stats],
+    header: str,
+    block: int,
+    enabled: bool,
+) -> None:
+    """The 2026-07-28 rows over modern-direct, and whether a 2026-07-28 request costs
+    more through mcp-tray than a handshake-era one."""
+    if not enabled:
+        print("  2026-07-28 rows: off (--no-modern)")
+        return
+    base = stats["modern-direct"]
+    print(
+        f"  2026-07-28 rows: mcp.Client(mode={MODERN_MODE!r}, cache=None) (mcp SDK "
+        f"{package_version('mcp')}): no initialize, a _meta envelope on every request; each "
+        f"negotiated {MODERN_VERSION} at connect (checked), same paths, same blocks, same "
+        "warm-up and call counts as the handshake-era rows above:"
+    )
+    print(header + "   (added over modern-direct)")
+    for name in MODERN_CLIENTS:
+        print(
+            _row(
+                name,
+                len(clients[name].samples),
+                stats[name],
+                base if name != "modern-direct" else None,
+            )
+        )
+    print(
+        f"  modern-direct vs direct (no tray; the SDK client and echo.py, 2026-07-28 vs "
+        f"handshake era): p50 {base.p50 - stats['direct'].p50:+.3f} ms, "
+        f"p95 {base.p95 - stats['direct'].p95:+.3f} ms"
+    )
+    print(
+        "  2026-07-28 vs handshake-era request through mcp-tray, added p50 (each era over its "
+        "own direct row; rounds: the same comparison on the medians of each interleaved "
+        "round's blocks):"
+    )
+    direct_blocks = _block_p50s(clients["direct"].samples, block)
+    modern_direct_blocks = _block_p50s(clients["modern-direct"].samples, block)
+    for name in ("gateway", "bridge"):
+        modern_name = f"modern-{name}"
+        handshake = stats[name].p50 - stats["direct"].p50
+        modern = stats[modern_name].p50 - base.p50
+        more = modern > handshake
+        rounds = list(
+            zip(
+                _block_p50s(clients[name].samples, block),
+                _block_p50s(clients[modern_name].samples, block),
+                direct_blocks,
+                modern_direct_blocks,
+                strict=True,
+            )
+        )
+        higher = sum(1 for h, m, hd, md in rounds if m - md > h - hd)
+        print(
+            f"    {'YES' if more else 'NO ':<3}  a 2026-07-28 request through the {name} "
+            f"{'costs' if more else 'does not cost'} more than a handshake-era one: "
+            f"{modern_name} {modern:+.3f} ms vs {name} {handshake:+.3f} ms "
+            f"({modern - handshake:+.3f} ms; higher in {higher} of {len(rounds)} rounds)"
+        )
 
 
 def _peer_report(
@@ -1319,11 +1575,17 @@ def report(
     seconds: float,
     peers: list[PeerSpec],
     notes: list[str],
+    upstream: str | None,
 ) -> None:
     stats = {name: Stats.of(client.samples) for name, client in clients.items()}
     base = stats["direct"]
     floor = all(name in clients for name in FLOOR_CLIENTS)
-    names = [name for name in (*CLIENTS, *PEER_CLIENTS, *FLOOR_CLIENTS) if name in clients]
+    modern = all(name in clients for name in MODERN_CLIENTS)
+    names = [
+        name
+        for name in (*CLIENTS, *MODERN_CLIENTS, *PEER_CLIENTS, *FLOOR_CLIENTS)
+        if name in clients
+    ]
     transports = {spec.name: spec.transport for spec in peers}
     rotated = names[1:] + names[:1]
     print("mcp-tray gateway latency: tools/call of a trivial echo tool (tests/servers/echo.py)")
@@ -1337,9 +1599,20 @@ def report(
         f"{os.cpu_count()} CPU(s), {platform.system()} {platform.release()} {platform.machine()}"
     )
     print(f"  run took {seconds:.1f} s")
+    child = (
+        f"speaks {upstream} (the tray's probe of it at spawn, per /metrics)"
+        if upstream
+        else "speaks an unknown revision (no mcp_tray_server_protocol for echo in /metrics)"
+    )
+    print(
+        f"  client eras: direct, gateway, bridge, the peers and the raw floor rows speak "
+        f"{PROTOCOL_VERSION} (handshake era, initialize first)"
+        + (f"; the modern-* rows speak {MODERN_VERSION} (stateless)" if modern else "")
+        + f". The tray's echo.py child {child}, for clients of either era."
+    )
     print()
     header = (
-        f"  {'client':<12} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
+        f"  {'client':<14} {'calls':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
         f"   {'+p50 ms':>8} {'+p95 ms':>8}"
     )
     print(header + "   (added over direct)")
@@ -1355,6 +1628,8 @@ def report(
                 f"peer: {transports[name]}" if name in transports else "",
             )
         )
+    print()
+    _modern_report(clients, stats, header, args.block, modern)
     print()
     _peer_report(stats, peers, notes, args.peers)
     if floor:
@@ -1408,7 +1683,7 @@ def report(
             f"{role} {seconds / count * 1000:.3f}" for role, seconds in client.cpu.items()
         )
         total = sum(client.cpu.values()) / count * 1000
-        print(f"    {name:<12} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
+        print(f"    {name:<14} {parts}  | sum {total:.3f} (mean wall {stats[name].mean:.3f})")
     print()
     print("  where the mean goes (tray /metrics: time inside ManagedServer.request per call):")
     for name in names:
@@ -1417,23 +1692,28 @@ def report(
             continue
         if client.tray_calls != len(client.samples) or not client.tray_calls:
             print(
-                f"    {name:<12} n/a (the tray counted {client.tray_calls} calls, "
+                f"    {name:<14} n/a (the tray counted {client.tray_calls} calls, "
                 f"the bench made {len(client.samples)})"
             )
             continue
         inside = client.tray_seconds / client.tray_calls * 1000.0
         outside = stats[name].mean - inside
-        reference = "raw-direct" if name.startswith("raw-") else "direct"
+        reference = {"raw": "raw-direct", "modern": "modern-direct"}.get(
+            name.split("-")[0], "direct"
+        )
         print(
-            f"    {name:<12} call path {inside:.3f} ms ({reference} round trip "
+            f"    {name:<14} call path {inside:.3f} ms ({reference} round trip "
             f"{stats[reference].mean:.3f} ms), everything else {outside:.3f} ms"
         )
     print()
-    print(f"  target: added p50 < {TARGET_ADDED_P50_MS:g} ms over direct")
-    for name in ("gateway", "bridge"):
-        added_p50 = stats[name].p50 - base.p50
+    print(f"  target: added p50 < {TARGET_ADDED_P50_MS:g} ms over the era's direct row")
+    targets = [("gateway", "direct"), ("bridge", "direct")]
+    if modern:
+        targets += [("modern-gateway", "modern-direct"), ("modern-bridge", "modern-direct")]
+    for name, reference in targets:
+        added_p50 = stats[name].p50 - stats[reference].p50
         verdict = "PASS" if added_p50 < TARGET_ADDED_P50_MS else "MISS"
-        print(f"    {verdict}  {name} added p50 {added_p50:+.3f} ms")
+        print(f"    {verdict}  {name} added p50 {added_p50:+.3f} ms (over {reference})")
     print()
     extra = "".join(
         f" --{flag} {value}"
@@ -1445,6 +1725,8 @@ def report(
     )
     if not args.floor:
         extra += " --no-floor"
+    if not args.modern:
+        extra += " --no-modern"
     if not args.peers:
         extra += " --no-peers"
     print(f"  reproduce: .venv/bin/python bench/gateway.py --calls {args.calls}{extra}")
@@ -1485,6 +1767,13 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the floor rows (raw-direct, raw-hop, raw-gateway: raw clients, no SDK)",
     )
     parser.add_argument(
+        "--no-modern",
+        dest="modern",
+        action="store_false",
+        help="skip the 2026-07-28 rows (modern-direct, modern-gateway, modern-bridge: "
+        "mcp.Client, no handshake)",
+    )
+    parser.add_argument(
         "--no-peers",
         dest="peers",
         action="store_false",
@@ -1512,16 +1801,29 @@ def main(argv: list[str] | None = None) -> int:
             tray.start()
             tray.wait_ready()
             clients = asyncio.run(
-                measure(tray, args.calls, args.warmup, args.block, args.floor, peers, notes)
+                measure(
+                    tray,
+                    args.calls,
+                    args.warmup,
+                    args.block,
+                    args.floor,
+                    args.modern,
+                    peers,
+                    notes,
+                )
             )
         except KeyboardInterrupt:
             print("\nbench: interrupted; stopping everything it started", file=sys.stderr)
             tray.stop()
             return 130
         except Exception as exc:
-            if not isinstance(exc, BenchError):
-                traceback.print_exc()
-            print(f"bench: FAILED: {exc}", file=sys.stderr)
+            cause: BaseException | None = _innermost(exc)
+            if isinstance(cause, BenchError):
+                # A client's failure is named in a BenchError: the traceback of what it raised.
+                cause = cause.__cause__
+            if cause is not None and not isinstance(cause, BenchError):
+                traceback.print_exception(cause)
+            print(f"bench: FAILED: {_one_line(exc)}", file=sys.stderr)
             tray.stop()
             print(f"bench: tray output (tail):\n{tray.output()}", file=sys.stderr)
             return 1
@@ -1529,7 +1831,7 @@ def main(argv: list[str] | None = None) -> int:
             # Idempotent: on success this is the one stop; on error it was stopped above.
             code = tray.stop()
         elapsed = time.perf_counter() - started
-    report(clients, args, elapsed, peers, notes)
+    report(clients, args, elapsed, peers, notes, tray.server_protocol)
     if code not in (0, None):
         print(f"  note: the tray exited with {code} on SIGTERM (expected 0)")
     if profile is not None:
