@@ -13,6 +13,7 @@ import keyring
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import TextContent
 
 from core.serving.service import TrayService
 from core.settings.config import load_config
@@ -37,6 +38,11 @@ def fake_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fi
         yield backend
     finally:
         keyring.set_keyring(previous)
+
+
+def text(result: Any) -> str:
+    """The text of an SDK tool result."""
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 class Services:

@@ -327,21 +327,37 @@ async def test_an_http_error_body_that_does_not_answer_the_request_still_reaches
 # -------------------------------------------------------------- failures
 
 
-async def test_a_gateway_that_is_down_answers_the_request_with_an_error_carrying_its_id() -> None:
+async def test_a_gateway_that_stays_down_answers_the_request_with_an_error_carrying_its_id() -> (
+    None
+):
     port = unused_port()
     out = Stdout()
-    relay = Relay(f"http://127.0.0.1:{port}/mcp/echo", {}, out)
+    relay = Relay(f"http://127.0.0.1:{port}/mcp/echo", {}, out, wait_seconds=0.2)
     try:
         relay.submit(rpc("tools/call", 42))
         relay.submit(rpc("notifications/initialized"))  # nothing to answer
+        await wait_until(lambda: out.lines(), timeout=PROMPT, what="the error")
     finally:
-        await relay.aclose()  # drains both
+        await relay.aclose()
 
     (message,) = out.lines()  # the notification got no answer
     assert message["id"] == 42
     assert message["error"]["code"] == -32603
-    assert f"127.0.0.1:{port}" in message["error"]["message"]
-    assert "is mcp-tray still running?" in message["error"]["message"]
+    assert "mcp-tray is not running (waited 0.2 s for it)" in message["error"]["message"]
+
+
+async def test_a_ping_while_the_gateway_is_away_is_answered_by_the_bridge() -> None:
+    port = unused_port()
+    out = Stdout()
+    relay = Relay(f"http://127.0.0.1:{port}/mcp/echo", {}, out, wait_seconds=5)
+    try:
+        relay.submit(rpc("tools/call", 1))  # finds the gateway away
+        await wait_until(lambda: relay._reconnecting is not None, timeout=PROMPT, what="away")
+        relay.submit(rpc("ping", 2))
+        await wait_until(lambda: out.lines(), timeout=PROMPT, what="the pong")
+        assert out.lines() == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
+    finally:
+        await relay.aclose()
 
 
 async def test_a_stdin_line_that_is_not_json_gets_a_parse_error_with_id_null_and_is_not_posted() -> (

@@ -27,7 +27,7 @@ from mcp.types import CreateMessageResult, ElicitResult, InputRequiredResult, Te
 
 from core.serving.service import TrayService
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
-from tests.gateway_support import REPO, Services, bridge_env
+from tests.gateway_support import REPO, Services, bridge_env, text
 
 LEGACY = SERVERS / "legacy_2024.py"
 MODERN_ENVELOPE = {
@@ -49,10 +49,6 @@ async def sampling(context: Any, params: Any) -> CreateMessageResult:
 
 async def elicitation(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"ok": True})
-
-
-def text(result: Any) -> str:
-    return str(result.content[0].text)
 
 
 @pytest.fixture

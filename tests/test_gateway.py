@@ -17,11 +17,7 @@ from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextConte
 from core.base.states import ServerState
 from core.serving.service import TrayService
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
-from tests.gateway_support import Services, bridge_client, http_client
-
-
-def text(result: Any) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+from tests.gateway_support import Services, bridge_client, http_client, text
 
 
 async def test_an_http_client_lists_and_calls_tools_and_reads_resources_and_prompts(

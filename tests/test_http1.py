@@ -20,7 +20,7 @@ import pytest
 
 from core.base.errors import HttpError
 from core.bridge.http1 import POOL_SIZE, Pool
-from tests.conftest import known_bug, wait_until
+from tests.conftest import wait_until
 from tests.http_fakes import Answer, RawServer, Request, answering, send, unused_port
 
 PROMPT = 5.0
@@ -188,7 +188,7 @@ async def test_a_response_left_unread_closes_its_connection_instead_of_pooling_i
         assert server.accepted == 2
 
 
-async def test_an_idle_connection_the_server_closed_is_retried_once_on_a_fresh_one() -> None:
+async def test_an_idle_connection_the_server_closed_is_left_for_a_fresh_one() -> None:
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
         await send(writer, reply_bytes(body=b"reply to " + request.body))  # keep-alive by default
         return request.connection != 0  # ...but the first connection is then dropped
@@ -215,29 +215,22 @@ async def test_a_fresh_connection_closed_without_a_reply_is_an_error_and_not_ret
         assert len(server.requests) == 1
 
 
-async def test_the_one_retry_failing_too_is_an_error_and_there_is_no_second_retry() -> None:
+async def test_a_reused_connection_closed_without_a_reply_is_an_error_and_not_replayed() -> None:
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
-        if request.connection == 0:
+        if request.body == b"x":
             await send(writer, reply_bytes())
-        return False  # the first connection is dropped idle; later ones hang up unanswered
+            return True
+        return False  # read the request, then hang up: it may have acted on it
 
     async with serving(answer) as (server, pool):
         await fetch(pool)
-        await wait_until(lambda: server.closed == 1, timeout=PROMPT, what="the idle drop")
-
-        # This path leaks the retry's connection (the xfail test below); keep
-        # its ResourceWarning here instead of in whichever test collects it.
-        with resource_warnings():
-            with pytest.raises(HttpError):
-                await fetch(pool, b"two")
-        assert server.accepted == 2
+        with pytest.raises(HttpError, match="closed before a reply"):
+            await fetch(pool, b"two")
+        assert server.accepted == 1
         assert [r.body for r in server.requests] == [b"x", b"two"]
 
 
-@known_bug(
-    "Pool.request never closes the fresh connection of its one retry when that retry fails too: the socket leaks until garbage collection (ResourceWarning)"
-)
-async def test_a_failed_retry_leaves_no_connection_open() -> None:
+async def test_a_failed_request_leaves_no_connection_open() -> None:
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
         if request.connection == 0:
             await send(writer, reply_bytes())
@@ -254,9 +247,6 @@ async def test_a_failed_retry_leaves_no_connection_open() -> None:
         assert leaked == []
 
 
-@known_bug(
-    "Pool takes any reused connection that closes without a reply for an idle drop and replays the request, even when the server had read (and may have acted on) it"
-)
 async def test_a_request_the_server_read_before_closing_a_reused_connection_is_not_replayed() -> (
     None
 ):
@@ -284,9 +274,6 @@ async def test_a_reply_that_is_not_http_is_an_http_error() -> None:
             await fetch(pool)
 
 
-@known_bug(
-    "Connection.send parses the status code and Content-Length with a bare int(): a malformed one raises ValueError, not HttpError, which the bridge's relay does not catch"
-)
 @pytest.mark.parametrize(
     "head",
     [b"HTTP/1.1 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n"],

@@ -30,7 +30,7 @@ from mcp.types import (
 
 from core.serving.service import TrayService
 from tests.conftest import SERVERS, python_server, wait_ready, wait_until
-from tests.gateway_support import Services, http_client
+from tests.gateway_support import Services, http_client, text
 
 # Subscriptions, logging levels and roots are the handshake era's: the SDK
 # warns that 2026-07-28 removed them, which is why these tests exist.
@@ -102,10 +102,6 @@ def heard(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines()]
-
-
-def text(result: Any) -> str:
-    return str(result.content[0].text)
 
 
 @contextlib.asynccontextmanager

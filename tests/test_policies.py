@@ -4,11 +4,13 @@ Strategy: pure objects on a FakeClock; bounds asserted on both sides.
 """
 
 import asyncio
+import gc
 import random
 
 import pytest
 
 from core.base.clock import wait_within
+from core.base.errors import ConnectionLost
 from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
 from core.supervision.breakers import ServerBreaker, SessionBreaker
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -106,3 +108,32 @@ async def test_wait_within_measures_its_window_on_the_injected_clock() -> None:
     assert never.cancelled()
 
     assert await wait_within(clock, asyncio.sleep(0, result=5), 1) == (True, 5)
+
+
+async def test_wait_within_cancelled_while_its_task_fails_leaves_nothing_unretrieved() -> None:
+    """What printed "Task exception was never retrieved" when a child died mid-handshake."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+
+    async def fails_when_cancelled() -> None:
+        # As asyncio.wait_for does when its future failed as it was cancelled.
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise ConnectionLost("the connection to the child closed") from None
+
+    try:
+        waiting = asyncio.ensure_future(wait_within(FakeClock(), fails_when_cancelled(), 15))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        del waiting
+        await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+
+    assert reported == []

@@ -5,6 +5,9 @@ genuine "exited mid-call" failures; the cooldown runs on a FakeClock, so the
 half-open probe is reached by moving the clock, not by waiting 60 s.
 """
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from core.base.errors import BreakerOpen, ExitedMidCall
@@ -12,7 +15,15 @@ from core.base.snapshot import EventKind
 from core.base.states import BreakerState
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
-from tests.conftest import ECHO, ReadyFactory, python_server, wait_ready, wait_until
+from tests.conftest import (
+    ECHO,
+    ReadyFactory,
+    kill_hard,
+    pid_of,
+    python_server,
+    wait_ready,
+    wait_until,
+)
 from tests.fakes import FakeClock
 
 
@@ -121,3 +132,65 @@ async def test_a_success_between_failures_resets_the_count(
 
     assert server.breaker.failures == 1
     assert breaker_state(server) is BreakerState.CLOSED
+
+
+async def test_a_manual_respawn_closes_an_open_breaker(
+    echo: tuple[Supervisor, ManagedServer],
+) -> None:
+    supervisor, server = echo
+    await crash_each_generation(supervisor, server, 3)
+    assert breaker_state(server) is BreakerState.OPEN
+
+    await supervisor.respawn("echo")
+
+    # A person asked for a fresh child: no cooldown stands between it and calls.
+    assert breaker_state(server) is BreakerState.CLOSED
+    assert server.breaker.failures == 0
+    await wait_ready(server, generation=4)
+    result = await supervisor.call_tool("echo", "echo", {"text": "after respawn"})
+    assert result["content"][0]["text"] == "after respawn"
+
+
+async def _four_calls_cut_by_one_kill(
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path, tool: str
+) -> tuple[ManagedServer, list[object]]:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    supervisor, server = await start_ready(
+        "echo", python_server(ECHO, ECHO_MARKER_DIR=str(markers)), clock=fake_clock
+    )
+    calls = [
+        asyncio.ensure_future(supervisor.call_tool("echo", tool, {"seconds": 0.5}))
+        for _ in range(4)
+    ]
+    await wait_until((markers / f"{tool}.started").exists, what=f"{tool} to start")
+    await kill_hard(pid_of(server))
+    outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 30)
+    return server, list(outcomes)
+
+
+async def test_one_death_cutting_four_calls_is_one_breaker_failure(
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    server, outcomes = await _four_calls_cut_by_one_kill(
+        start_ready, fake_clock, tmp_path, "slow_write"
+    )
+
+    # Not safe to repeat: each call is told the truth...
+    assert all(isinstance(outcome, ExitedMidCall) for outcome in outcomes), outcomes
+    # ...but the server had one incident, so its breaker counts one.
+    assert server.breaker.failures == 1
+    assert breaker_state(server) is BreakerState.CLOSED
+
+
+async def test_four_read_only_calls_cut_by_one_kill_are_answered_and_the_breaker_stays_closed(
+    start_ready: ReadyFactory, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    server, outcomes = await _four_calls_cut_by_one_kill(
+        start_ready, fake_clock, tmp_path, "slow_read"
+    )
+
+    assert [outcome["content"][0]["text"] for outcome in outcomes] == ["read after 0.5"] * 4  # type: ignore[index]
+    assert breaker_state(server) is BreakerState.CLOSED
+    assert server.breaker.failures == 0
+    assert server.generation == 2

@@ -29,7 +29,6 @@ from core.base.errors import (
 from core.base.snapshot import AlertKind, Event, EventKind
 from core.serving.sessions import ClientSession, SessionTable
 from core.supervision.breakers import SESSION_BREAKER_THRESHOLD
-from tests.conftest import known_bug
 
 LOG = Path("/tmp/mcp-tray-test/echo.log")
 #: DESIGN 3.5, word for word, with <session> filled in.
@@ -119,9 +118,6 @@ def test_failures_that_say_nothing_about_the_transport_never_count(t: Table, kin
     assert session.last_error == str(NOT_COUNTED[kind])
 
 
-@known_bug(
-    "COUNTED_FAILURES includes BreakerOpen, but DESIGN 3.5 says fast-fails of an open server breaker do not count (one server incident must not trip every session)"
-)
 def test_fast_fails_of_an_open_server_breaker_do_not_count(t: Table) -> None:
     session = t.open("s1")
     fast_fail = BreakerOpen("echo", 3, "exited", retry_in=42.0)
@@ -130,6 +126,12 @@ def test_fast_fails_of_an_open_server_breaker_do_not_count(t: Table) -> None:
 
     assert session.breaker.consecutive_failures == 0
     assert not session.tripped
+    # Nor do they wipe a count a real failure started: they say nothing either way.
+    t.fail(session, 2, COUNTED["exited"])
+    t.fail(session, 4, fast_fail)
+    assert session.breaker.consecutive_failures == 2
+    t.fail(session, 1, COUNTED["exited"])
+    assert session.tripped
 
 
 def test_a_refused_request_of_a_tripped_session_is_a_request_but_not_another_failure(

@@ -92,6 +92,27 @@ async def test_a_crashed_childs_grandchildren_are_ended_before_the_respawn(
     assert group_members(leader) == []
 
 
+async def test_a_grandchild_that_left_the_group_is_ended_by_its_tag(
+    start_ready: ReadyFactory, tmp_path: Path
+) -> None:
+    supervisor, server, grandchild = await start_group(
+        start_ready, tmp_path, GRANDCHILD_SETSID="1", GRANDCHILD_STUBBORN="1"
+    )
+    leader = pid_of(server)
+    assert os.getpgid(grandchild) != leader  # out of reach of killpg
+    # Another child of the same tray, with its own tag: not this stop's business.
+    sibling = spawn_tagged(f"{supervisor.owner}/another-child")
+    try:
+        await supervisor.stop_server("gc")
+
+        assert not alive(grandchild)
+        assert "left pgid" in server.log_path.read_text()
+        assert sibling.poll() is None
+    finally:
+        sibling.kill()
+        sibling.wait()
+
+
 def spawn_tagged(owner: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, **{OWNER_ENV: owner})
     return subprocess.Popen(

@@ -23,7 +23,7 @@ from starlette.types import Message, Scope
 
 import core.protocol.streamable as streamable
 from core.base.errors import RpcError
-from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
+from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER, TRAY_STOPPING_REASON
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     INTERNAL_ERROR,
@@ -944,7 +944,9 @@ async def test_the_reaper_ends_sessions_idle_past_the_timeout_and_spares_busy_on
     await app.aclose()  # ends the rest: the stream closes, the busy request is answered
     await stream.end()
     answer = (await working.reply()).json()
-    assert answer["error"]["message"] == "request cancelled: the session ended"
+    # Cut by the shutdown, and marked so (a bridge reconnects instead of relaying it).
+    assert answer["error"]["message"].startswith("mcp-tray is shutting down")
+    assert answer["error"]["data"] == {"reason": TRAY_STOPPING_REASON}
 
 
 async def test_aclose_ends_every_session(gateway: Gateway) -> None:

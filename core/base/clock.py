@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -64,6 +64,9 @@ async def wait_within(
     """
     deadline = clock.monotonic() + seconds
     task = asyncio.ensure_future(awaitable)
+    # If our caller is cancelled while the task is failing, nobody awaits
+    # the task: mark its exception seen so asyncio does not print it.
+    task.add_done_callback(_retrieve)
     timer = asyncio.ensure_future(clock.sleep_until(deadline))
     try:
         await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -76,3 +79,8 @@ async def wait_within(
     # Let the cancelled task unwind before the caller moves on.
     await asyncio.gather(task, return_exceptions=True)
     return False, None
+
+
+def _retrieve(task: "asyncio.Future[Any]") -> None:
+    if not task.cancelled():
+        task.exception()

@@ -10,9 +10,12 @@ from typing import Final
 
 #: Moves config, state, logs and runtime files under one folder (tests use it).
 HOME_ENV: Final = "MCP_TRAY_HOME"
-#: Set by mcp-tray in every child's environment: the owning tray instance id,
-#: so a sweep after a crash can find leftovers.
+#: Set by mcp-tray in every child's environment: ``<tray instance id>/<child id>``,
+#: so a sweep after a crash can find leftovers of a dead tray, and a stop can
+#: find the descendants of one child that left its process group.
 OWNER_ENV: Final = "MCP_TRAY_OWNER"
+#: Between the tray instance id and the child id in ``OWNER_ENV``.
+TAG_SEPARATOR: Final = "/"
 #: Client identity a stdio bridge registers as (else: its parent process).
 CLIENT_NAME_ENV: Final = "MCP_TRAY_CLIENT"
 CLIENT_INSTANCE_ENV: Final = "MCP_TRAY_CLIENT_INSTANCE"
@@ -26,6 +29,8 @@ HEARTBEAT_TTL_ENV: Final = "MCP_TRAY_HEARTBEAT_TTL"
 RUNTIME_VERSION_ENV: Final = "MCP_TRAY_RUNTIME_VERSION"
 #: Forces headless mode even when a display is available.
 HEADLESS_ENV: Final = "MCP_TRAY_HEADLESS"
+#: How long a bridge's request waits for an absent tray (seconds).
+RECONNECT_SECONDS_ENV: Final = "MCP_TRAY_RECONNECT_SECONDS"
 
 #: Every MCP_TRAY_* variable mcp-tray consumes; the diagnostics' allow-list.
 RECOGNIZED_ENV_KEYS: Final = frozenset(
@@ -39,6 +44,7 @@ RECOGNIZED_ENV_KEYS: Final = frozenset(
         HEARTBEAT_TTL_ENV,
         RUNTIME_VERSION_ENV,
         HEADLESS_ENV,
+        RECONNECT_SECONDS_ENV,
     }
 )
 

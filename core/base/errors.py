@@ -22,6 +22,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
     │   ├── RpcError                a JSON-RPC error from either side (code, message, data)
     │   ├── ConnectionLost          the upstream transport closed under a request
     │   └── HttpError               the bridge's HTTP hop to the gateway failed
+    │       └── TrayStopping        mcp-tray answered "shutting down" under a request
     └── CallError                   a forwarded request produced no result
         ├── Unavailable             refused before anything was sent
         │   ├── ServerStopped       the user stopped the server
@@ -74,6 +75,7 @@ __all__ = [
     "SpawnError",
     "SubprocessExited",
     "TransportFailure",
+    "TrayStopping",
     "Unavailable",
     "UnknownServer",
     "UnknownSession",
@@ -227,10 +229,19 @@ class ConnectionLost(PeerError):
 class HttpError(PeerError):
     """The connection failed or the reply was not HTTP/1.1 we understand."""
 
-    def __init__(self, message: str, *, unanswered: bool = False) -> None:
+    def __init__(self, message: str, *, unanswered: bool = False, never_sent: bool = False) -> None:
         super().__init__(message)
-        #: The peer closed without a byte of reply (an idle keep-alive it dropped).
+        #: The peer closed without a byte of reply (it may have read the request).
         self.unanswered = unanswered
+        #: No connection was made: the request certainly was not processed.
+        self.never_sent = never_sent
+
+
+class TrayStopping(HttpError):
+    """mcp-tray cut a request because it is shutting down: to a bridge, the tray went away."""
+
+    def __init__(self) -> None:
+        super().__init__("mcp-tray is shutting down")
 
 
 class CallError(McpTrayError):
@@ -302,6 +313,8 @@ class SessionTripped(Unavailable):
 class TransportFailure(CallError):
     kind = "transport"
     transport_failure = True
+    #: The generation whose death this is (one death, one breaker failure).
+    generation: int | None = None
 
 
 class SubprocessExited(TransportFailure):

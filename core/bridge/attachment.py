@@ -8,8 +8,8 @@ is registered, or claimed from an older bridge of the same client session
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
@@ -17,7 +17,7 @@ from core import __version__
 from core.base.envvars import CLIENT_INSTANCE_ENV, CLIENT_NAME_ENV, CLIENT_SESSION_ENV
 from core.registry.heartbeat import WorkerHeartbeatSupervisor, heartbeat_settings
 from core.registry.identity import normalize_client_name, worker_identity
-from core.registry.records import ROLE_BRIDGE
+from core.registry.records import BLOCKER_FENCED, ROLE_BRIDGE, HeartbeatOutcome
 from core.registry.store import WorkerRegistry
 from core.settings.paths import Paths
 
@@ -46,68 +46,123 @@ def bridge_identity(environ: dict[str, str] | os._Environ[str], parent_pid: int)
 
 
 class Attachment:
-    """This bridge's worker row and its heartbeat."""
+    """This bridge's worker row and its heartbeat.
+
+    ``attach`` registers the row (or claims it from an older bridge of the same
+    client session); ``ensure`` registers it again, under the same identity,
+    when it vanished (a deleted registry, a long sleep past its expiry), so a
+    bridge that outlives such things keeps showing in the Workers tab.
+    """
 
     def __init__(
-        self, registry: WorkerRegistry, identity: str, supervisor: WorkerHeartbeatSupervisor
+        self,
+        paths: Paths,
+        server: str,
+        who: BridgeIdentity,
+        on_refused: Callable[[HeartbeatOutcome], None],
+        identity: str,
     ) -> None:
-        self.registry = registry
+        self.paths = paths
+        self.server = server
+        self.who = who
+        self.client = normalize_client_name(who.client)
         self.identity = identity
-        self.supervisor = supervisor
+        self._on_refused = on_refused
+        self.settings = heartbeat_settings(os.environ)
+        self.registry = WorkerRegistry(paths.registry_file)
+        self.supervisor: WorkerHeartbeatSupervisor | None = None
+        #: A newer bridge of the same client session took the row over.
+        self.fenced = False
 
     @classmethod
-    def attach(cls, paths: Paths, server: str, who: BridgeIdentity, on_fenced: Any) -> "Attachment":
-        settings = heartbeat_settings(os.environ)
+    def attach(
+        cls,
+        paths: Paths,
+        server: str,
+        who: BridgeIdentity,
+        on_refused: Callable[[HeartbeatOutcome], None],
+    ) -> "Attachment":
         registry = WorkerRegistry(paths.registry_file)
-        client = normalize_client_name(who.client)
-        pid = os.getpid()
-        holder = next(
-            (
-                row
-                for row in registry.list_workers(session_id=who.session)
-                if row.role == ROLE_BRIDGE and row.server == server and registry.is_live(row).live
-            ),
-            None,
+        try:
+            holder = next(
+                (
+                    row
+                    for row in registry.list_workers(session_id=who.session)
+                    if row.role == ROLE_BRIDGE
+                    and row.server == server
+                    and registry.is_live(row).live
+                ),
+                None,
+            )
+            if holder is not None:
+                # Same client session, newer bridge: take the row over; the old
+                # holder's next beat is refused as fenced.
+                claim = registry.claim_generation(holder.worker_identity, pid=os.getpid())
+                attachment = cls(paths, server, who, on_refused, holder.worker_identity)
+                attachment._beat(claim.fencing_epoch or holder.fencing_epoch + 1)
+                return attachment
+            identity = worker_identity(
+                normalize_client_name(who.client), who.session, registry.wall_clock()
+            )
+        finally:
+            registry.close()
+        attachment = cls(paths, server, who, on_refused, identity)
+        attachment.ensure()
+        return attachment
+
+    def ensure(self) -> None:
+        """Register the row (again), under this identity, unless it is there and beating."""
+        registry = self.registry
+        supervisor = self.supervisor
+        if (
+            supervisor is not None
+            and supervisor.stopped_reason is None
+            and self.paths.registry_file.exists()
+            and registry.get(self.identity) is not None
+        ):
+            return
+        if not self.paths.registry_file.exists():
+            # Deleted under us: the connection still holds the old file; a fresh one recreates it.
+            registry.close()
+            self.registry = registry = WorkerRegistry(self.paths.registry_file)
+        registration = registry.register(
+            worker_identity=self.identity,
+            client_name=self.client,
+            client_instance=self.who.instance,
+            session_id=self.who.session,
+            role=ROLE_BRIDGE,
+            server=self.server,
+            pid=os.getpid(),
+            heartbeat_ttl_seconds=self.settings.ttl_seconds,
+            runtime_version=__version__,
         )
-        if holder is not None:
-            # Same client session, newer bridge: take the row over; the old
-            # holder's next beat is refused as fenced.
-            claim = registry.claim_generation(holder.worker_identity, pid=pid)
-            identity, epoch = (
-                holder.worker_identity,
-                claim.fencing_epoch or holder.fencing_epoch + 1,
-            )
-        else:
-            identity = worker_identity(client, who.session, registry.wall_clock())
-            registration = registry.register(
-                worker_identity=identity,
-                client_name=client,
-                client_instance=who.instance,
-                session_id=who.session,
-                role=ROLE_BRIDGE,
-                server=server,
-                pid=pid,
-                heartbeat_ttl_seconds=settings.ttl_seconds,
-                runtime_version=__version__,
-            )
-            epoch = registration.fencing_epoch
-        supervisor = WorkerHeartbeatSupervisor(
-            registry,
-            worker_identity=identity,
+        self._beat(registration.fencing_epoch)
+
+    def _beat(self, epoch: int) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop("registered again")
+        self.supervisor = WorkerHeartbeatSupervisor(
+            self.registry,
+            worker_identity=self.identity,
             fencing_epoch=epoch,
-            ttl_seconds=settings.ttl_seconds,
-            session_id=who.session,
-            client_name=client,
-            pid=pid,
-            interval_seconds=settings.interval_seconds,
-            on_refused=on_fenced,
+            ttl_seconds=self.settings.ttl_seconds,
+            session_id=self.who.session,
+            client_name=self.client,
+            pid=os.getpid(),
+            interval_seconds=self.settings.interval_seconds,
+            on_refused=self._refused,
         )
-        supervisor.start()
-        return cls(registry, identity, supervisor)
+        self.supervisor.start()
+
+    def _refused(self, outcome: HeartbeatOutcome) -> None:
+        if outcome.blocker_kind == BLOCKER_FENCED:
+            self.fenced = True
+        self._on_refused(outcome)
 
     def detach(self) -> None:
-        fenced = self.supervisor.stopped_reason is not None
-        self.supervisor.stop("bridge exiting")
+        fenced = self.fenced
+        if self.supervisor is not None:
+            self.supervisor.stop("bridge exiting")
         if not fenced:
             # Still ours: remove it. A fenced row belongs to the newer bridge.
             self.registry.remove(self.identity)

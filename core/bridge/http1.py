@@ -10,6 +10,7 @@ small pool, bodies by Content-Length or chunked, no redirects, no TLS.
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -18,6 +19,9 @@ from core.base.errors import HttpError
 
 #: Idle keep-alive connections kept for reuse.
 POOL_SIZE: Final = 8
+#: A connection idle this long is not reused: the tray's server drops them
+#: after 75 s, and one dropped just as a request goes out would lose it.
+MAX_IDLE_SECONDS: Final = 60.0
 MAX_HEADER_BYTES: Final = 64 * 1024
 
 
@@ -75,13 +79,16 @@ class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.idle_since = time.monotonic()
 
     @classmethod
     async def open(cls, host: str, port: int) -> "Connection":
         try:
             reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEADER_BYTES * 16)
         except OSError as exc:
-            raise HttpError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+            raise HttpError(
+                f"cannot connect to {host}:{port}: {exc.strerror or exc}", never_sent=True
+            ) from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -117,11 +124,16 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             raise HttpError(str(exc)) from None
         length = reply_headers.get("content-length")
-        response = Response(int(parts[1]), reply_headers, self)
-        if reply_headers.get("transfer-encoding", "").lower() == "chunked":
-            response._chunked = True
-        elif length is not None:
-            response._remaining = int(length)
+        try:
+            response = Response(int(parts[1]), reply_headers, self)
+            if reply_headers.get("transfer-encoding", "").lower() == "chunked":
+                response._chunked = True
+            elif length is not None:
+                response._remaining = int(length)
+        except ValueError:
+            raise HttpError(
+                f"a malformed HTTP reply: {status_line[:80]!r}, length {length!r}"
+            ) from None
         response._keep_alive = reply_headers.get("connection", "").lower() != "close"
         if response._remaining == 0:
             response._done = True
@@ -141,25 +153,41 @@ class Pool:
         self, method: str, target: str, headers: dict[str, str], body: bytes = b""
     ) -> AsyncIterator[Response]:
         headers = {"host": f"{self.host}:{self.port}", **headers}
-        reused = bool(self._idle)
-        connection = self._idle.pop() if reused else await Connection.open(self.host, self.port)
+        connection = await self._idle_connection() or await Connection.open(self.host, self.port)
         try:
             response = await connection.send(method, target, headers, body)
-        except HttpError as exc:
+        except BaseException:
+            # Never sent again: the server may have read it (and acted on it).
             connection.close()
-            if not (reused and exc.unanswered):
-                raise
-            # The server had closed this idle keep-alive connection before
-            # reading anything: nothing was processed, so one fresh try is safe.
-            connection = await Connection.open(self.host, self.port)
-            response = await connection.send(method, target, headers, body)
+            raise
         try:
             yield response
         finally:
             if response.reusable and len(self._idle) < POOL_SIZE:
+                connection.idle_since = time.monotonic()
                 self._idle.append(connection)
             else:
                 connection.close()
+
+    async def _idle_connection(self) -> Connection | None:
+        """A kept connection the server has not closed meanwhile.
+
+        A request is never sent twice (the server may have read it), so a
+        connection the server dropped while idle must be noticed before use:
+        one turn of the loop lets an EOF that already arrived be seen, and a
+        connection idle nearly as long as the server keeps them is not used.
+        """
+        if not self._idle:
+            return None
+        await asyncio.sleep(0)
+        now = time.monotonic()
+        while self._idle:
+            connection = self._idle.pop()
+            fresh = now - connection.idle_since < MAX_IDLE_SECONDS
+            if fresh and not (connection.reader.at_eof() or connection.writer.is_closing()):
+                return connection
+            connection.close()
+        return None
 
     def close(self) -> None:
         for connection in self._idle:

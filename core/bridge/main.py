@@ -11,19 +11,27 @@ The bridge registers itself as a worker (client identity from
 ``MCP_TRAY_CLIENT``/``_INSTANCE``/``_SESSION``, else its parent process) and
 heartbeats from a daemon thread. A second bridge for the same client session
 claims the row: this one is fenced, says so on stderr, and exits. On stdin
-EOF it deregisters and exits 0. When the tray is not running it says so in
-one line and exits 3 (it does not start a tray of its own: a tray started
-inside a client's process tree would die with the client).
+EOF it deregisters and exits 0.
+
+It does not need the tray to be running: it says so on stderr and waits,
+and each request waits up to ``MCP_TRAY_RECONNECT_SECONDS`` (60 by default)
+for it before it is answered with an error naming mcp-tray; when the tray
+goes away later (an upgrade, a crash), the relay finds it again
+(core.bridge.relay). It never starts a tray of its own: a tray started
+inside a client's process tree would die with the client.
 """
 
 import asyncio
+import math
 import os
 import sys
+from collections.abc import Mapping
 from typing import Final
 
-from core.base.errors import NotRunning, RegistryFileError
+from core.base.envvars import RECONNECT_SECONDS_ENV
+from core.base.errors import InstanceError, NotRunning, RegistryFileError
 from core.bridge.attachment import Attachment, bridge_identity
-from core.bridge.relay import Relay
+from core.bridge.relay import RECONNECT_WAIT_SECONDS, Relay
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.registry.identity import normalize_client_name
 from core.registry.records import HeartbeatOutcome
@@ -33,7 +41,6 @@ from core.settings.secrets import read_token
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
-EXIT_NOT_RUNNING: Final = 3
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -48,45 +55,57 @@ async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 
 async def serve(name: str, paths: Paths) -> int:
-    try:
-        info = running_instance(paths)
-    except NotRunning:
-        print(
-            f"mcp-tray: not running, so {name!r} is unavailable. Start it (mcp-tray, or mcp-tray run --headless), "
-            "then restart this client's MCP server.",
-            file=sys.stderr,
-        )
-        return EXIT_NOT_RUNNING
-    token = await asyncio.to_thread(read_token, paths.token_file)
-    if token is None:
-        print(
-            f"mcp-tray: no API token found (keyring or {paths.token_file}); restart mcp-tray",
-            file=sys.stderr,
-        )
-        return EXIT_NOT_RUNNING
     who = bridge_identity(os.environ, os.getppid())
     fenced = asyncio.Event()
     loop = asyncio.get_running_loop()
+    attachment: Attachment | None = None
 
-    def on_fenced(outcome: HeartbeatOutcome) -> None:
-        print(
-            f"mcp-tray connect {name}: {outcome}; a newer bridge took over this session, exiting",
-            file=sys.stderr,
-        )
-        loop.call_soon_threadsafe(fenced.set)
+    def on_refused(outcome: HeartbeatOutcome) -> None:
+        if attachment is not None and attachment.fenced:
+            print(
+                f"mcp-tray connect {name}: {outcome}; a newer bridge took over this session, exiting",
+                file=sys.stderr,
+            )
+            loop.call_soon_threadsafe(fenced.set)
+        elif attachment is not None:
+            # The row vanished (a deleted registry): register it again.
+            loop.call_soon_threadsafe(_spawn_ensure, attachment)
 
     try:
-        attachment = await asyncio.to_thread(Attachment.attach, paths, name, who, on_fenced)
+        attachment = await asyncio.to_thread(Attachment.attach, paths, name, who, on_refused)
     except RegistryFileError as exc:
         print(f"mcp-tray connect {name}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     headers = {
-        "authorization": f"Bearer {token}",
         CLIENT_HEADER: normalize_client_name(who.client),
         WORKER_HEADER: attachment.identity,
     }
+
+    async def locate() -> str:
+        # Whatever port the tray listens on now, and its token (created at its first start).
+        info = await asyncio.to_thread(running_instance, paths)
+        token = await asyncio.to_thread(read_token, paths.token_file)
+        if token is None:
+            raise NotRunning(paths.state_dir, "no API token yet")
+        headers["authorization"] = f"Bearer {token}"
+        return f"{info.url}/mcp/{name}"
+
+    async def reconnected() -> None:
+        print(f"mcp-tray connect {name}: connected to mcp-tray again", file=sys.stderr, flush=True)
+        await asyncio.to_thread(attachment.ensure)
+
     reader, writer = await _stdio()
-    relay = Relay(f"{info.url}/mcp/{name}", headers, writer)
+    relay = Relay(locate, headers, writer, wait_seconds=reconnect_wait(os.environ))
+    relay.on_reconnected = reconnected
+    try:
+        await relay.connect()
+    except InstanceError as exc:
+        print(
+            f"mcp-tray connect {name}: {exc} Waiting for it: requests wait up to "
+            f"{relay.wait_seconds:g} s each.",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         stdin_done = asyncio.ensure_future(_pump_stdin(reader, relay))
         fenced_wait = asyncio.ensure_future(fenced.wait())
@@ -97,6 +116,25 @@ async def serve(name: str, paths: Paths) -> int:
         await relay.aclose()
         await asyncio.to_thread(attachment.detach)
     return EXIT_FAILED if fenced.is_set() else EXIT_OK
+
+
+def reconnect_wait(environ: Mapping[str, str]) -> float:
+    """How long a request waits for an absent tray (``MCP_TRAY_RECONNECT_SECONDS``)."""
+    raw = environ.get(RECONNECT_SECONDS_ENV)
+    try:
+        seconds = float(raw) if raw is not None else RECONNECT_WAIT_SECONDS
+    except ValueError:
+        return RECONNECT_WAIT_SECONDS
+    return seconds if math.isfinite(seconds) and seconds >= 0 else RECONNECT_WAIT_SECONDS
+
+
+_ensuring: set["asyncio.Task[None]"] = set()
+
+
+def _spawn_ensure(attachment: Attachment) -> None:
+    task = asyncio.ensure_future(asyncio.to_thread(attachment.ensure))
+    _ensuring.add(task)
+    task.add_done_callback(_ensuring.discard)
 
 
 async def _pump_stdin(reader: asyncio.StreamReader, relay: Relay) -> None:

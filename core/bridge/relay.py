@@ -6,17 +6,32 @@ request, then the answer) is written back line by line. The standalone GET
 stream carries notifications not tied to a request. Messages are relayed as
 bytes, never re-modelled, so nothing the client or server says is lost in
 translation.
+
+Order: a handshake-era client's lines are numbered in the order they were
+read (``x-mcp-tray-seq``) and the gateway dispatches them in that order;
+what the client sends while its ``initialize`` is being answered waits for
+the answer (there is no session to send it in before).
+
+The tray is never the weak link (DESIGN 3.10): when it goes away (an
+upgrade, a crash), the relay keeps the client connected, finds the tray
+again through its runtime file (on any port), opens a new gateway session by
+replaying the client's own ``initialize``, answers ``ping`` itself
+meanwhile, and then sends what waited. A request the tray took with it is
+answered honestly, or sent once more when it is safe to repeat. A request
+that finds no tray for ``wait_seconds`` is answered with an error naming
+mcp-tray; the relay stays, for the next one.
 """
 
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from core.base.errors import HttpError
-from core.bridge.http1 import Pool, Response
+from core.base.errors import HttpError, InstanceError, TrayStopping
+from core.bridge.http1 import Connection, Pool, Response
 from core.protocol.eras import (
     METHOD_HEADER,
     NAME_BEARING_METHODS,
@@ -24,8 +39,13 @@ from core.protocol.eras import (
     encode_header,
     request_version,
 )
-from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
-from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS
+from core.protocol.headers import (
+    PROTOCOL_HEADER,
+    SEQUENCE_HEADER,
+    SESSION_HEADER,
+    TRAY_STOPPING_REASON,
+)
+from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, METHOD_NOT_FOUND
 
 ACCEPT: Final = "application/json, text/event-stream"
 JSON_TYPE: Final = "application/json"
@@ -37,30 +57,98 @@ DRAIN_SECONDS: Final = 2.0
 DELETE_SECONDS: Final = 2.0
 #: After the standalone GET stream drops, how long before it is reopened.
 GET_STREAM_RETRY_SECONDS: Final = 1.0
+#: How long a request waits for a tray that went away before it is answered with an error.
+RECONNECT_WAIT_SECONDS: Final = 60.0
+#: While the tray is away, how often its runtime file is looked at again.
+RECONNECT_POLL_SECONDS: Final = 0.1
+#: What a tray that is not there answers, in the client's terms.
+NOT_THERE: Final = -32603
+#: Requests that change nothing (or nothing twice): safe to send again after a
+#: tray restart took them. A tools/call is safe when its tool says so.
+REPEATABLE: Final = frozenset(
+    {
+        "ping",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "server/discover",
+    }
+)
+
+#: Finds the running tray: the URL of this server's endpoint (raises InstanceError when none runs).
+Locate = Callable[[], Awaitable[str]]
 
 
 class Relay:
     """Stdin lines to POSTs, replies (JSON or SSE events) to stdout lines."""
 
-    def __init__(self, url: str, headers: dict[str, str], out: asyncio.StreamWriter | Any) -> None:
-        parts = urlsplit(url)
-        self.path = parts.path
-        self._pool = Pool(parts.hostname or "127.0.0.1", parts.port or 80)
+    def __init__(
+        self,
+        url: str | Locate,
+        headers: dict[str, str],
+        out: asyncio.StreamWriter | Any,
+        *,
+        wait_seconds: float = RECONNECT_WAIT_SECONDS,
+    ) -> None:
+        self._locate: Locate = url if callable(url) else _fixed(url)
+        self._pool: Pool | None = None
+        self.path = urlsplit(url).path if isinstance(url, str) else ""
         self._headers = headers
         self._out = out
+        self.wait_seconds = wait_seconds
         self._write_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._get_stream: asyncio.Task[None] | None = None
         self.session_id: str | None = None
         self.protocol_version: str | None = None
-        self._get_stream: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        #: Set once the initialize answer is in (None before any initialize).
-        self._initialized: asyncio.Event | None = None
-        #: The number of the last line read that belongs to the session.
+        #: The client's own initialize and initialized, replayed on a new tray.
+        self._hello: bytes | None = None
+        self._hello_done: bytes | None = None
+        #: "fresh" (no initialize yet), "opening" (its answer awaited), "open".
+        self._state = "fresh"
+        #: Handshake-era lines waiting for the session (opening, or the tray away).
+        self._backlog: list[tuple[bytes, Any, float]] = []
+        #: The number of the last line sent in the current gateway session.
         self._seq = 0
+        #: Set while the tray is reachable; cleared while it is away.
+        self._reachable = asyncio.Event()
+        self._reconnecting: asyncio.Task[None] | None = None
+        #: Tools whose calls are safe to repeat (learned from tools/list answers).
+        self._repeatable_tools: set[str] = set()
+        self._listings: set[object] = set()
         #: 2026-07-28 requests in flight, by id, so a cancellation can close their stream.
         self._stateless_calls: dict[object, asyncio.Task[None]] = {}
+        #: Called after the relay found the tray again (the bridge re-registers its row).
+        self.on_reconnected: Callable[[], Awaitable[None]] | None = None
+        if isinstance(url, str):
+            # A fixed address: reachable until proven otherwise.
+            self._use(url)
+            self._reachable.set()
+
+    # ----------------------------------------------------------- lifecycle
+
+    async def connect(self) -> None:
+        """Find the tray now (``InstanceError`` when there is none)."""
+        url = await self._locate()
+        self._use(url)
+        self._reachable.set()
+
+    def _use(self, url: str) -> None:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        if self._pool is None or (self._pool.host, self._pool.port) != (host, port):
+            if self._pool is not None:
+                self._pool.close()
+            self._pool = Pool(host, port)
+        self.path = parts.path
 
     async def aclose(self) -> None:
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
         if self._get_stream is not None:
             self._get_stream.cancel()
         if self._tasks:
@@ -68,24 +156,20 @@ class Relay:
             await asyncio.wait(list(self._tasks), timeout=DRAIN_SECONDS)
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(
-            *self._tasks, *([self._get_stream] if self._get_stream else []), return_exceptions=True
-        )
-        if self.session_id is not None:
+        others = [t for t in (self._get_stream, self._reconnecting) if t is not None]
+        await asyncio.gather(*self._tasks, *others, return_exceptions=True)
+        if self.session_id is not None and self._pool is not None and self._reachable.is_set():
             with contextlib.suppress(HttpError, OSError, TimeoutError):
                 async with asyncio.timeout(DELETE_SECONDS):
                     async with self._pool.request(
                         "DELETE", self.path, self._session_headers()
                     ) as reply:
                         await reply.read()
-        self._pool.close()
+        if self._pool is not None:
+            self._pool.close()
 
     def _session_headers(self) -> dict[str, str]:
-        headers = {
-            **self._headers,
-            "accept": ACCEPT,
-            "content-type": JSON_TYPE,
-        }
+        headers = {**self._headers, "accept": ACCEPT, "content-type": JSON_TYPE}
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
         if self.protocol_version:
@@ -97,8 +181,16 @@ class Relay:
             self._out.write(data.rstrip(b"\n") + b"\n")
             await self._out.drain()
 
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ------------------------------------------------------------- stdin
+
     def submit(self, line: bytes) -> None:
-        """Relay one stdin line; lines are numbered in the order they were read."""
+        """Relay one stdin line; a handshake-era client's lines keep the order they were read in."""
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -108,26 +200,242 @@ class Relay:
                 )
             )
             return
+        line = line.strip()
         version = request_version(message.get("params")) if isinstance(message, dict) else None
         if isinstance(version, str) and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            self._stateless(line.strip(), message, version)
+            self._stateless(line, message, version)
             return
-        is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
+        method = message.get("method") if isinstance(message, dict) else None
+        if method == "initialize" and "id" in message:
+            self._hello = line
+            self._state = "opening"
+            self._spawn(self._open_session(line, message["id"]))
+            return
+        if method == "notifications/initialized":
+            self._hello_done = line
+        if method == "tools/list" and "id" in message:
+            self._listings.add(_key(message["id"]))
+        if method == "ping" and "id" in message and self._away:
+            # The tray is away; the bridge is alive, and says so itself.
+            self._spawn(self.emit(_result(message["id"], {})))
+            return
+        if self._state == "opening" or self._away:
+            self._backlog.append((line, message, time.monotonic()))
+            return
+        self._send(line, message)
+
+    @property
+    def _away(self) -> bool:
+        return self._reconnecting is not None
+
+    def _send(self, line: bytes, message: Any) -> None:
         seq: int | None = None
-        if is_initialize:
-            # Whatever the client sends before the answer waits for it: only
-            # then is there a session to send it in (a ping included).
-            self._initialized = asyncio.Event()
-        else:
+        if self._state == "open":
             self._seq += 1
             seq = self._seq
-        self._spawn(self._forward(line.strip(), message, seq, self._initialized))
+        self._spawn(self._forward(line, message, seq))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _flush(self) -> None:
+        backlog, self._backlog = self._backlog, []
+        for line, message, _ in backlog:
+            self._send(line, message)
+
+    # -------------------------------------------------- the gateway session
+
+    async def _open_session(self, line: bytes, request_id: Any) -> None:
+        """The client's initialize: its answer opens the gateway session."""
+        try:
+            await self._reachable_within()
+            reply_body = await self._handshake(line)
+        except _Gone as gone:
+            await self.emit(_error(request_id, NOT_THERE, str(gone)))
+            self._state = "fresh"
+            self._fail_backlog(str(gone))
+            return
+        except (HttpError, OSError) as exc:
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc)))
+            self._state = "fresh"
+            self._fail_backlog(_lost(exc))
+            self._lost_tray()
+            return
+        await self.emit(reply_body)
+        self._flush()
+
+    async def _handshake(self, line: bytes) -> bytes:
+        """POST an initialize; on success the session is open. Returns the reply body."""
+        assert self._pool is not None
+        headers = {**self._headers, "accept": ACCEPT, "content-type": JSON_TYPE}
+        async with self._pool.request("POST", self.path, headers, line) as reply:
+            body = await reply.read()
+            session = reply.headers.get(SESSION_HEADER)
+        if session:
+            self.session_id = session
+            self._seq = 0
+            self._state = "open"
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                self.protocol_version = json.loads(body)["result"]["protocolVersion"]
+            if self._get_stream is None or self._get_stream.done():
+                self._get_stream = asyncio.get_running_loop().create_task(self._listen())
+        else:
+            self._state = "fresh"
+        return body
+
+    async def _reachable_within(self) -> None:
+        """Wait (bounded) for the tray to be reachable; ``_Gone`` when it stays away."""
+        if self._reachable.is_set():
+            return
+        if self._reconnecting is None:
+            self._lost_tray()
+        try:
+            await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
+        except TimeoutError:
+            raise _Gone(self.wait_seconds) from None
+
+    def _lost_tray(self) -> None:
+        """The tray is away (or lost our session): find it again, once."""
+        self._reachable.clear()
+        if self._reconnecting is None:
+            self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        try:
+            while True:
+                try:
+                    self._use(await self._locate())
+                    assert self._pool is not None
+                    # Somebody must answer there before anything is sent again.
+                    (await Connection.open(self._pool.host, self._pool.port)).close()
+                    if self._hello is not None:
+                        # A new gateway session, opened as the client opened its own.
+                        await self._handshake(self._hello)
+                        if self._hello_done is not None:
+                            await self._post_quietly(self._hello_done)
+                    break
+                except (InstanceError, HttpError, OSError):
+                    self._expire_backlog()
+                    await asyncio.sleep(RECONNECT_POLL_SECONDS)
+        finally:
+            self._reconnecting = None
+        self._reachable.set()
+        if self.on_reconnected is not None:
+            with contextlib.suppress(Exception):
+                await self.on_reconnected()
+        if self._state != "opening":
+            self._flush()
+
+    async def _post_quietly(self, line: bytes) -> None:
+        assert self._pool is not None
+        async with self._pool.request("POST", self.path, self._session_headers(), line) as reply:
+            await reply.read()
+
+    def _expire_backlog(self) -> None:
+        """Requests that waited out ``wait_seconds`` for a tray are answered; notifications go."""
+        now = time.monotonic()
+        kept = []
+        for entry in self._backlog:
+            _, message, since = entry
+            if now - since < self.wait_seconds:
+                kept.append(entry)
+            elif isinstance(message, dict) and "id" in message:
+                self._spawn(
+                    self.emit(_error(message["id"], NOT_THERE, str(_Gone(self.wait_seconds))))
+                )
+        self._backlog = kept
+
+    def _fail_backlog(self, why: str) -> None:
+        backlog, self._backlog = self._backlog, []
+        for _, message, _ in backlog:
+            if isinstance(message, dict) and "id" in message:
+                self._spawn(self.emit(_error(message["id"], NOT_THERE, why)))
+
+    # ------------------------------------------------------------ requests
+
+    async def _forward(
+        self, line: bytes, message: Any, seq: int | None, retried: bool = False
+    ) -> None:
+        request_id = (
+            message.get("id")
+            if isinstance(message, dict) and "method" in message and "id" in message
+            else None
+        )
+        if self._pool is None:
+            self._backlog.append((line, message, time.monotonic()))
+            self._lost_tray()
+            return
+        headers = self._session_headers()
+        if seq is not None:
+            headers[SEQUENCE_HEADER] = str(seq)
+        try:
+            async with self._pool.request("POST", self.path, headers, line) as reply:
+                if reply.status == 404 and self.session_id is not None:
+                    body = await reply.read()
+                    if b"Session not found" in body:
+                        # A new tray on the same port: it never saw this line.
+                        self._backlog.insert(0, (line, message, time.monotonic()))
+                        self._lost_tray()
+                        return
+                    await self._answer(request_id, reply.status, body)
+                    return
+                if reply.headers.get("content-type", "").startswith(SSE_TYPE):
+                    await self._relay_events(reply)
+                    return
+                body = await reply.read()
+                if reply.status == 202:
+                    return
+                if reply.status == 200 and body:
+                    self._learn(request_id, body)
+                    await self.emit(_unless_stopping(body))
+                elif request_id is not None:
+                    await self._answer(request_id, reply.status, body)
+        except (HttpError, OSError) as exc:
+            await self._lost_in_flight(line, message, request_id, exc, retried)
+
+    async def _lost_in_flight(
+        self, line: bytes, message: Any, request_id: Any, exc: Exception, retried: bool
+    ) -> None:
+        never_sent = isinstance(exc, HttpError) and exc.never_sent
+        self._lost_tray()
+        if never_sent or (request_id is not None and not retried and self._repeatable(message)):
+            # Not taken, or safe to take twice: once more when the tray is back.
+            try:
+                await self._reachable_within()
+            except _Gone as gone:
+                if request_id is not None:
+                    await self.emit(_error(request_id, NOT_THERE, str(gone)))
+                return
+            seq = None
+            if self._state == "open":
+                self._seq += 1
+                seq = self._seq
+            await self._forward(line, message, seq, retried=not never_sent)
+            return
+        if request_id is not None:
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
+
+    def _repeatable(self, message: Any) -> bool:
+        method = message.get("method") if isinstance(message, dict) else None
+        if method in REPEATABLE:
+            return True
+        if method == "tools/call":
+            return (message.get("params") or {}).get("name") in self._repeatable_tools
+        return False
+
+    def _learn(self, request_id: Any, body: bytes) -> None:
+        """Which tools say their calls may be repeated, from the answers to tools/list."""
+        if _key(request_id) not in self._listings:
+            return
+        self._listings.discard(_key(request_id))
+        with contextlib.suppress(ValueError, RecursionError, AttributeError, TypeError):
+            for tool in json.loads(body)["result"]["tools"]:
+                hints = tool.get("annotations") or {}
+                if hints.get("readOnlyHint") or hints.get("idempotentHint"):
+                    self._repeatable_tools.add(tool["name"])
+
+    async def _answer(self, request_id: Any, status: int, body: bytes) -> None:
+        if request_id is not None:
+            await self.emit(_answer_for(request_id, status, body))
+
+    # ------------------------------------------------ 2026-07-28 requests
 
     def _stateless(self, line: bytes, message: dict[str, Any], version: str) -> None:
         """A 2026-07-28 message: its own POST, headers from its body, no session."""
@@ -148,13 +456,29 @@ class Relay:
             if isinstance(named, str):
                 headers[NAME_HEADER] = encode_header(named)
         request_id = message.get("id") if isinstance(method, str) else None
-        task = self._spawn(self._post(line, headers, request_id))
+        if method == "tools/list" and request_id is not None:
+            self._listings.add(_key(request_id))
+        task = self._spawn(self._post(line, message, headers, request_id))
         if request_id is not None:
             key = _key(request_id)
             self._stateless_calls[key] = task
             task.add_done_callback(lambda _: self._stateless_calls.pop(key, None))
 
-    async def _post(self, line: bytes, headers: dict[str, str], request_id: Any) -> None:
+    async def _post(
+        self,
+        line: bytes,
+        message: Any,
+        headers: dict[str, str],
+        request_id: Any,
+        retried: bool = False,
+    ) -> None:
+        try:
+            await self._reachable_within()
+        except _Gone as gone:
+            if request_id is not None:
+                await self.emit(_error(request_id, NOT_THERE, str(gone)))
+            return
+        assert self._pool is not None
         try:
             async with self._pool.request("POST", self.path, headers, line) as reply:
                 if reply.headers.get("content-type", "").startswith(SSE_TYPE):
@@ -166,70 +490,21 @@ class Relay:
                 if body and reply.status in (200, 400, 404):
                     parsed = _json_or_none(body)
                     if isinstance(parsed, dict) and parsed.get("id") == request_id:
-                        await self.emit(body)
+                        self._learn(request_id, body)
+                        await self.emit(_unless_stopping(body))
                         return
                 await self.emit(_answer_for(request_id, reply.status, body))
         except (HttpError, OSError) as exc:
-            if request_id is not None:
-                await self.emit(
-                    _error(
-                        request_id,
-                        -32603,
-                        f"mcp-tray's gateway did not answer ({exc}); is mcp-tray still running?",
-                    )
-                )
+            never_sent = isinstance(exc, HttpError) and exc.never_sent
+            self._lost_tray()
+            if request_id is None:
+                return
+            if never_sent or (not retried and self._repeatable(message)):
+                await self._post(line, message, headers, request_id, retried=not never_sent)
+                return
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
 
-    async def _forward(
-        self, line: bytes, message: Any, seq: int | None, initialized: asyncio.Event | None
-    ) -> None:
-        is_initialize = seq is None
-        request_id = (
-            message.get("id")
-            if isinstance(message, dict) and "method" in message and "id" in message
-            else None
-        )
-        if not is_initialize and initialized is not None:
-            await initialized.wait()
-        headers = self._session_headers()
-        if seq is not None and self.session_id is not None:
-            headers[SEQUENCE_HEADER] = str(seq)
-        try:
-            async with self._pool.request("POST", self.path, headers, line) as reply:
-                if is_initialize:
-                    self.session_id = reply.headers.get(SESSION_HEADER)
-                content_type = reply.headers.get("content-type", "")
-                if content_type.startswith("text/event-stream"):
-                    await self._relay_events(reply)
-                    return
-                body = await reply.read()
-                if reply.status == 202:
-                    return
-                if reply.status == 200 and body:
-                    if is_initialize:
-                        self._note_version(body)
-                    await self.emit(body)
-                elif request_id is not None:
-                    await self.emit(_answer_for(request_id, reply.status, body))
-        except (HttpError, OSError) as exc:
-            if request_id is not None:
-                await self.emit(
-                    _error(
-                        request_id,
-                        -32603,
-                        f"mcp-tray's gateway did not answer ({exc}); is mcp-tray still running?",
-                    )
-                )
-            return
-        finally:
-            if is_initialize:
-                if initialized is not None:
-                    initialized.set()
-                if self.session_id and self._get_stream is None:
-                    self._get_stream = asyncio.get_running_loop().create_task(self._listen())
-
-    def _note_version(self, body: bytes) -> None:
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            self.protocol_version = json.loads(body)["result"]["protocolVersion"]
+    # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
         buffer = b""
@@ -242,23 +517,63 @@ class Relay:
                 if text.startswith(b"data:"):
                     data.append(text[5:].lstrip(b" "))
                 elif not text and data:
-                    await self.emit(b"\n".join(data))
+                    event = b"\n".join(data)
                     data = []
-        if data:
-            await self.emit(b"\n".join(data))
+                    if event.strip():  # a priming event carries no message
+                        await self.emit(_unless_stopping(event))
+        if data and b"\n".join(data).strip():
+            await self.emit(_unless_stopping(b"\n".join(data)))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
         while True:
             try:
-                headers = {**self._session_headers(), "accept": "text/event-stream"}
+                await self._reachable.wait()
+                assert self._pool is not None
+                headers = {**self._session_headers(), "accept": SSE_TYPE}
                 async with self._pool.request("GET", self.path, headers) as reply:
-                    if reply.status != 200:
-                        return
-                    await self._relay_events(reply)
+                    if reply.status == 404:
+                        return  # the session is gone: a reconnection opens a new stream
+                    if reply.status == 200:
+                        await self._relay_events(reply)
             except (HttpError, OSError):
                 pass
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
+
+
+def _unless_stopping(message: bytes) -> bytes:
+    """``message``, unless it is the tray's "cut by shutdown" answer (then ``TrayStopping``)."""
+    if TRAY_STOPPING_REASON.encode() in message:
+        parsed = _json_or_none(message)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        if isinstance(data, dict) and data.get("reason") == TRAY_STOPPING_REASON:
+            raise TrayStopping
+    return message
+
+
+class _Gone(Exception):
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            f"mcp-tray is not running (waited {waited:g} s for it). Start it (mcp-tray, or "
+            "mcp-tray run --headless); this bridge stays and reconnects as soon as it is up"
+        )
+
+
+def _fixed(url: str) -> Locate:
+    async def locate() -> str:
+        return url
+
+    return locate
+
+
+def _lost(exc: Exception, *, taken: bool = False) -> str:
+    if taken:
+        return (
+            f"mcp-tray went away while this request was in flight ({exc}), so it may or may "
+            "not have taken effect; check before repeating it. The bridge is reconnecting"
+        )
+    return f"mcp-tray's gateway did not answer ({exc}); the bridge is reconnecting"
 
 
 def _key(request_id: object) -> object:
@@ -274,25 +589,30 @@ def _json_or_none(body: bytes) -> Any:
 
 def _answer_for(request_id: Any, status: int, body: bytes) -> bytes:
     """An error reply the client can match to its request, whatever the gateway sent."""
-    with contextlib.suppress(ValueError, RecursionError):
-        reply = json.loads(body)
-        error = reply.get("error") if isinstance(reply, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            code = error.get("code")
-            return _error(
-                request_id,
-                code if isinstance(code, int) and not isinstance(code, bool) else -32603,
-                error["message"],
-            )
-        if isinstance(reply, dict) and isinstance(reply.get("error"), str):
-            return _error(request_id, -32603, f"mcp-tray: {reply['error']}")
+    reply = _json_or_none(body)
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        code = error.get("code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = -32603
+        return _error(request_id, code, error["message"], error.get("data"))
+    if isinstance(error, str):
+        return _error(request_id, -32603, f"mcp-tray: {error}")
     text = body.decode("utf-8", errors="replace").strip()[:200]
+    detail = f": {text}" if text else ""
     return _error(
-        request_id, -32603, f"mcp-tray answered HTTP {status}" + (f": {text}" if text else "")
+        request_id,
+        METHOD_NOT_FOUND if status == 404 else -32603,
+        f"mcp-tray answered HTTP {status}{detail}",
     )
 
 
-def _error(request_id: Any, code: int, message: str) -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    ).encode()
+def _result(request_id: Any, result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()

@@ -18,3 +18,8 @@ WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: mcp-tray's own: the order in which a bridge read the messages it POSTs
 #: (concurrent POSTs may arrive in any order; the gateway restores this one).
 SEQUENCE_HEADER: Final = "x-mcp-tray-seq"
+
+#: ``error.data.reason`` of the answer to a request cut because mcp-tray is
+#: shutting down: a bridge treats it as the tray going away (it reconnects,
+#: and repeats the request when that is safe) rather than as the server's answer.
+TRAY_STOPPING_REASON: Final = "mcp-tray-stopping"

@@ -41,7 +41,12 @@ from typing import Any, Final, NamedTuple, Protocol
 from starlette.types import Receive, Scope, Send
 
 from core.base.errors import RpcError
-from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
+from core.protocol.headers import (
+    PROTOCOL_HEADER,
+    SEQUENCE_HEADER,
+    SESSION_HEADER,
+    TRAY_STOPPING_REASON,
+)
 from core.protocol.jsonrpc import (
     BATCH_PROTOCOL_VERSIONS,
     HANDSHAKE_PROTOCOL_VERSIONS,
@@ -149,6 +154,8 @@ class HttpSession:
         self._streams = itertools.count(1)
         self.last_active = time.monotonic()
         self.closed = False
+        #: Closed because mcp-tray is shutting down (not a DELETE, not idle).
+        self.stopping = False
 
     def stream_id(self) -> str | None:
         """An id for a new SSE stream, where the session's revision numbers its events."""
@@ -273,6 +280,7 @@ class StreamableHttp:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         for session in list(self.sessions.values()):
+            session.stopping = True
             self._end(session)
 
     def _end(self, session: HttpSession) -> None:
@@ -591,8 +599,16 @@ async def _run(
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()  # consumed here
+        if ctx.session.stopping:
+            return error_message(
+                ctx.request_id,
+                INTERNAL_ERROR,
+                "mcp-tray is shutting down: this request was cut in flight, so it may or may "
+                "not have taken effect",
+                {"reason": TRAY_STOPPING_REASON},
+            )
         if ctx.session.closed:
-            # The session ended under the request (DELETE, idle, shutdown): say so.
+            # The session ended under the request (DELETE, idle): say so.
             return error_message(
                 ctx.request_id, INTERNAL_ERROR, "request cancelled: the session ended"
             )

@@ -55,6 +55,9 @@ LOG_LEVELS: Final = (
     "alert",
     "emergency",
 )
+#: How long shutdown waits for the clean-up its closed sessions started
+#: (a per-session child's stop contract takes at most ~5 s).
+SHUTDOWN_TASKS_SECONDS: Final = 10.0
 #: How often parked calls and idle stateless sessions are looked for.
 HOUSEKEEPING_SECONDS: Final = 60.0
 LIST_CHANGED: Final = frozenset(
@@ -231,9 +234,15 @@ class Gateway:
         self.stateless.aclose()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
-        for task in list(self._tasks):
+        # Closing the sessions started their own clean-up (a per-session
+        # child's stop, an unsubscribe): let it finish rather than cut it,
+        # within the time the stop contract itself needs.
+        pending = set(self._tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=SHUTDOWN_TASKS_SECONDS)
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = scope.get("path_params", {}).get("server", "")
@@ -287,4 +296,10 @@ class Gateway:
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # Clean-up that failed is logged, never left as an unretrieved exception.
+            logger.warning("gateway clean-up failed: %s", exc, exc_info=exc)

@@ -2,7 +2,8 @@
 
 A session counts its consecutive non-retryable failures: a call path that
 ended in an error of DESIGN 3.3/3.4 (the child exited, exited again, exited
-mid-call, broke the protocol, the server breaker is open) or a parked server.
+mid-call, broke the protocol) or a parked server. Fast-fails of an open
+server breaker are neither: they leave the count where it was.
 A success of any kind resets the count; a tool result with ``isError`` is a
 success here (the server answered). At ``SESSION_BREAKER_THRESHOLD`` the
 session trips: its requests are answered at once with the reset hint and
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from core.base.errors import (
-    BreakerOpen,
     CallError,
     ServerParked,
     SessionTripped,
@@ -29,8 +29,11 @@ from core.supervision.breakers import SessionBreaker
 
 SessionKind = Literal["http", "bridge"]
 
-#: Errors that count toward a session's breaker (DESIGN 3.5).
-COUNTED_FAILURES: Final = (TransportFailure, ServerParked, BreakerOpen)
+#: Errors that count toward a session's breaker (DESIGN 3.5). Not
+#: ``BreakerOpen``: its fast-fails cost nothing, and the server breaker
+#: already contains that incident; counting them would turn one server
+#: incident into every session tripped.
+COUNTED_FAILURES: Final = (TransportFailure, ServerParked)
 
 
 @dataclass

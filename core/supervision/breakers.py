@@ -43,6 +43,7 @@ class ServerBreaker:
         self.last_error = ""
         self._opened_at: float | None = None
         self._probe_in_flight = False
+        self._last_incident: int | None = None
 
     @property
     def state(self) -> BreakerState:
@@ -73,8 +74,17 @@ class ServerBreaker:
         self._opened_at = None
         self._probe_in_flight = False
 
-    def failure(self, error: str) -> bool:
-        """A transport-level failure. True when this call opened (or re-opened) the breaker."""
+    def failure(self, error: str, incident: int | None = None) -> bool:
+        """A transport-level failure. True when this call opened (or re-opened) the breaker.
+
+        ``incident`` names the failure's cause (the generation that died): one
+        child death that cut four calls in flight is one failure, not four,
+        or a single crash would open the breaker at once.
+        """
+        if incident is not None and incident == self._last_incident:
+            self._probe_in_flight = False
+            return False
+        self._last_incident = incident
         self.failures += 1
         self.last_error = error
         was_probe = self._probe_in_flight
@@ -93,6 +103,7 @@ class ServerBreaker:
         self._probe_in_flight = False
 
     def reset(self) -> None:
+        """A person replaced the child (respawn): what the breaker counted is history."""
         self.success()
         self.last_error = ""
 

@@ -26,6 +26,7 @@ from core.base.errors import (
     ServerParked,
     ServerStopped,
     SubprocessExited,
+    TransportFailure,
     UpstreamError,
 )
 from core.base.states import ServerState
@@ -123,8 +124,8 @@ class CallPath:
         except CallError as exc:
             server.failures += 1
             server.call_done(method, started, ok=False)
-            if exc.transport_failure:
-                breaker.failure(str(exc))
+            if isinstance(exc, TransportFailure):
+                breaker.failure(str(exc), incident=exc.generation)
             elif isinstance(exc, UpstreamError):
                 breaker.success()
             else:

@@ -22,6 +22,7 @@ The stop contract, in order (each wait bounded by a named constant):
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from typing import Final, Protocol
 import psutil
 
 from core.base.clock import SYSTEM_CLOCK, Clock, wait_within
-from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV
+from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV, TAG_SEPARATOR
 from core.base.errors import SpawnError
 
 #: Grace period for the server to exit on its own after its stdin closes.
@@ -71,11 +72,16 @@ def describe_returncode(returncode: int | None) -> str:
 def child_environment(
     overrides: Mapping[str, str], owner: str, version: str, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The tray's environment minus mcp-tray's own variables, plus the entry's env and the tag."""
+    """The tray's environment minus mcp-tray's own variables, plus the entry's env and the tag.
+
+    The tag is ``<owner>/<child>``: the owner part lets a later sweep find
+    what a dead tray left; the child part lets the stop contract find this
+    child's descendants even after they left its process group (setsid).
+    """
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.startswith(ENV_PREFIX)}
     env.update(overrides)
-    env[OWNER_ENV] = owner
+    env[OWNER_ENV] = f"{owner}{TAG_SEPARATOR}{secrets.token_hex(6)}"
     env[RUNTIME_VERSION_ENV] = version
     return env
 
@@ -114,8 +120,12 @@ class Spawner(Protocol):
 class ChildProcess:
     """A spawned child: its pipes, its process group, and its exit."""
 
-    def __init__(self, popen: "subprocess.Popen[bytes]", argv: list[str]) -> None:
+    def __init__(
+        self, popen: "subprocess.Popen[bytes]", argv: list[str], tag: str | None = None
+    ) -> None:
         self.popen = popen
+        #: This child's ``MCP_TRAY_OWNER`` value, inherited by its descendants.
+        self.tag = tag
         self.pid = popen.pid
         #: start_new_session makes the child a group leader: pgid == pid.
         self.pgid = popen.pid
@@ -169,7 +179,7 @@ class ChildProcess:
         except OSError as exc:
             # EAGAIN, ENOMEM: the machine is short of resources, not the config wrong.
             raise SpawnError(f"cannot start {command!r}: {exc.strerror}", permanent=False) from None
-        child = cls(popen, argv)
+        child = cls(popen, argv, env.get(OWNER_ENV))
         try:
             await child._connect_pipes()
         except BaseException:
@@ -252,6 +262,7 @@ class ChildProcess:
                 )
                 self._signal_group(signal.SIGKILL)
                 await self._wait_group_empty(timing.sigkill_settle, clock)
+        await self._end_escapees(timing, log, clock)
         survivors = await asyncio.to_thread(group_members, self.pgid)
         if survivors:
             listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in survivors)
@@ -259,6 +270,28 @@ class ChildProcess:
         if not self.exited.done():
             await wait_within(clock, asyncio.shield(self.exited), timing.sigkill_settle)
         self.close()
+
+    async def _end_escapees(
+        self, timing: StopTiming, log: Callable[[str], None], clock: Clock
+    ) -> None:
+        """Descendants that left the group (setsid) but carry this child's tag go too."""
+        if not self.tag:
+            return
+        escaped = await asyncio.to_thread(tagged_outside_group, self.tag, self.pgid)
+        if not escaped:
+            return
+        listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in escaped)
+        log(f"ending processes that left pgid {self.pgid} but carry its tag: {listed}")
+        for proc in escaped:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        alive = await _wait_gone(escaped, timing.sigterm_grace, clock)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if stubborn := await _wait_gone(alive, timing.sigkill_settle, clock):
+            listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in stubborn)
+            log(f"LEFTOVER: tagged processes outside pgid {self.pgid} survived SIGKILL: {listed}")
 
     def close(self) -> None:
         """Release the pipes and the pidfd (the process itself is not touched)."""
@@ -348,6 +381,42 @@ def group_members(pgid: int) -> list[psutil.Process]:
             continue
         members.append(proc)
     return members
+
+
+def tagged_outside_group(tag: str, pgid: int) -> list[psutil.Process]:
+    """Live processes carrying ``tag`` in their environment but outside ``pgid``. Blocking."""
+    uid = os.getuid()
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        try:
+            if proc.info["uids"] is None or proc.info["uids"].real != uid:
+                continue
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or os.getpgid(proc.pid) == pgid:
+                continue
+            if proc.environ().get(OWNER_ENV) == tag:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
+
+
+async def _wait_gone(
+    procs: list[psutil.Process], seconds: float, clock: Clock
+) -> list[psutil.Process]:
+    """Wait (on ``clock``) for ``procs`` to end; those still running after ``seconds``."""
+    deadline = clock.monotonic() + seconds
+    while alive := [proc for proc in procs if _running(proc)]:
+        if clock.monotonic() >= deadline:
+            return alive
+        await asyncio.sleep(GROUP_CHECK_INTERVAL_SECONDS)
+    return []
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _cmdline(proc: psutil.Process) -> str:

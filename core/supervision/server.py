@@ -241,6 +241,11 @@ class ManagedServer:
         return True
 
     def _relaunch_now(self) -> None:
+        # A person asked for a fresh child (respawn, config edit): calls must
+        # reach it now, not after the cooldown the old one earned.
+        before = self.breaker.state
+        self.breaker.reset()
+        self.breaker_moved(before)
         if self.state is S.PARKED:
             # Woken by the user or a config change: one more unproven drop re-parks.
             self.budget.grant_one()

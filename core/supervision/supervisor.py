@@ -191,10 +191,15 @@ class Supervisor:
                 server.start()
 
     async def aclose(self) -> None:
-        """Stop every child by the stop contract (concurrently), then flush logs."""
+        """Stop every child, shared and per-session, by the stop contract (concurrently).
+
+        DESIGN §3.1: after shutdown nothing of ours is left running, so the
+        per-session children go too, not only the shared ones.
+        """
         await asyncio.gather(
-            *(server.stop() for server in self.servers.values()), return_exceptions=True
+            *(server.stop() for server in self.all_servers()), return_exceptions=True
         )
+        self.private.clear()
         self.logs.close()
 
     def server(self, name: str) -> ManagedServer:

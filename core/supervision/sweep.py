@@ -17,7 +17,7 @@ from typing import Final
 
 import psutil
 
-from core.base.envvars import OWNER_ENV
+from core.base.envvars import OWNER_ENV, TAG_SEPARATOR
 
 #: After SIGTERM to a leftover group, how long before SIGKILL.
 SWEEP_TERM_GRACE_SECONDS: Final = 1.0
@@ -29,6 +29,11 @@ def new_owner_id(pid: int | None = None) -> str:
     pid = os.getpid() if pid is None else pid
     started_ms = int(psutil.Process(pid).create_time() * 1000)
     return f"{pid}-{started_ms}-{secrets.token_hex(4)}"
+
+
+def owner_of(tag: str) -> str:
+    """The tray instance id of a child's tag (``<owner>/<child>``; older tags are the owner)."""
+    return tag.split(TAG_SEPARATOR, 1)[0]
 
 
 def owner_alive(owner: str) -> bool:
@@ -60,8 +65,11 @@ def find_leftovers(own_owner: str | None = None) -> list[Leftover]:
         try:
             if proc.info["uids"] is None or proc.info["uids"].real != uid:
                 continue
-            owner = proc.environ().get(OWNER_ENV)
-            if not owner or owner == own_owner:
+            tag = proc.environ().get(OWNER_ENV)
+            if not tag:
+                continue
+            owner = owner_of(tag)
+            if owner == own_owner:
                 continue
             if owner not in alive_cache:
                 alive_cache[owner] = owner_alive(owner)
