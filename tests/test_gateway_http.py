@@ -247,3 +247,70 @@ async def test_the_bridge_answers_a_ping_pipelined_before_the_initialize_reply(
     assert answers[2]["result"] == {}
     assert answers[3]["result"]["content"][0]["text"] == "third"
     assert answers[4]["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, -32700),
+        (b'{"a":' * 500 + b"1" + b"}" * 500, -32600),
+        (json.dumps(call(2, "echo", {"text": [[[[[[[[[[[["x"]]]]]]]]]]]] * 1})).encode(), None),
+    ],
+    ids=["past-the-parser", "just-under-the-parser", "ordinary-nesting"],
+)
+async def test_deep_nesting_is_a_json_rpc_error_with_400_never_a_500(
+    echo: tuple[TrayService, httpx.AsyncClient], body: bytes, code: int | None
+) -> None:
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+    reply = await raw.post(body)
+    if code is None:
+        assert reply.status_code == 200  # an ordinary tool's arguments nest a little
+        return
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == code
+    assert "nested deeper than 128 levels" in reply.json()["error"]["message"]
+
+
+async def test_a_lone_surrogate_is_refused_not_passed_to_a_server_that_would_drop_it(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+    # Legal JSON, not Unicode: the SDK's servers never answer such a request.
+    body = (
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call",'
+        b'"params":{"name":"echo","arguments":{"text":"a\\ud800b"}}}'
+    )
+
+    reply = await raw.post(body)
+
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == -32600
+    assert "lone UTF-16 surrogate" in reply.json()["error"]["message"]
+    # A surrogate pair is fine: it is one character.
+    paired = await raw.post(body.replace(b"\\ud800", b"\\ud83d\\ude00"))
+    assert paired.status_code == 200
+    assert "a\U0001f600b" in paired.text or "a\\ud83d\\ude00b" in paired.text
+
+
+async def test_the_control_api_answers_hostile_call_bodies_with_400(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service, http = echo
+    url = f"{service.url}/api/v1/servers/echo/call"
+    auth = {"authorization": f"Bearer {service.token}"}
+    hostile = [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"tool": "echo", "arguments": ' + b'{"a":' * 500 + b"1" + b"}" * 500 + b"}",
+        b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": NaN}',
+        b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": true}',
+        b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": 1e308}',
+        b"\xff\xfe not json",
+    ]
+    for body in hostile:
+        reply = await http.post(url, content=body, headers=auth)
+        assert reply.status_code == 400, (body[:60], reply.text)
+        assert reply.json()["kind"] == "bad-request"
+    too_big = await http.post(url, content=b" " * (5 * 1024 * 1024), headers=auth)
+    assert too_big.status_code == 413

@@ -11,13 +11,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from core.base.errors import SpawnError
+import pytest
+
+from core.base.errors import ServerParked, SpawnError
 from core.base.states import ServerState
 from core.supervision.child import ChildProcess, StopTiming
 from tests.conftest import (
     ECHO,
     ReadyFactory,
     SupervisorFactory,
+    kill_hard,
     python_server,
     wait_ready,
     wait_state,
@@ -83,6 +86,66 @@ async def test_a_spawner_that_refuses_for_good_parks_the_server_without_a_proces
 
     assert server.parked_reason == "no such sandbox"
     assert server.pid is None and server.generation == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "why"),
+    [
+        (["-c", "pass"], {"BAD=KEY": "x"}, "environment variable"),
+        (["-c", "pass\x00"], {}, "null byte"),
+        (["-c", "print('\ud800')"], {}, "surrogate"),
+    ],
+    ids=["equals-in-env-key", "nul-in-args", "lone-surrogate"],
+)
+async def test_values_exec_cannot_take_are_a_permanent_spawn_error(
+    args: list[str], env: dict[str, str], why: str
+) -> None:
+    with pytest.raises(SpawnError) as refused:
+        await ChildProcess.spawn(sys.executable, args, env=env, cwd=None)
+    assert refused.value.permanent
+    assert why in str(refused.value)
+
+
+async def test_a_spawner_failing_in_an_unforeseen_way_parks_the_server_with_the_reason(
+    make_supervisor: SupervisorFactory,
+) -> None:
+    async def broken(
+        command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str | None
+    ) -> ChildProcess:
+        raise RuntimeError("the sandbox helper crashed")
+
+    supervisor = await make_supervisor({"echo": python_server(ECHO)}, spawn=broken)
+    server = supervisor.server("echo")
+    await wait_state(server, ServerState.PARKED)
+
+    assert server.parked_reason is not None
+    assert "RuntimeError: the sandbox helper crashed" in server.parked_reason
+    # A call is told at once, not after a start timeout.
+    with pytest.raises(ServerParked, match="sandbox helper crashed"):
+        await asyncio.wait_for(supervisor.call_tool("echo", "echo", {"text": "x"}), 5)
+
+
+async def test_a_run_loop_that_dies_is_seen_and_parks_the_server_never_left_starting(
+    start_ready: ReadyFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    supervisor, server = await start_ready("echo", python_server(ECHO))
+
+    def broken_accounting(run: object) -> None:
+        raise RuntimeError("accounting bug")
+
+    server.runloop.account_end = broken_accounting  # type: ignore[method-assign]
+    pid = server.pid
+    assert pid is not None
+    await kill_hard(pid)
+    await wait_state(server, ServerState.PARKED)
+
+    assert server.parked_reason is not None and "accounting bug" in server.parked_reason
+    assert [r for r in caplog.records if "supervision of echo failed" in r.getMessage()]
+    assert not server.running
+    # Respawn brings it back under a fresh run loop.
+    del server.runloop.account_end  # the class's own again
+    await supervisor.respawn("echo")
+    await wait_ready(server)
 
 
 @dataclass

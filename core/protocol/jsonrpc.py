@@ -14,6 +14,18 @@ from typing import Any, Final
 
 from core.base.errors import RpcError
 
+#: How deep a client's message may nest arrays and objects. Far beyond any
+#: real tool's arguments, far below where the parser or encoder would recurse
+#: out of stack (about 1,000 levels in CPython).
+MAX_NESTING: Final = 128
+NESTING_MESSAGE: Final = (
+    f"Invalid Request: arrays and objects nested deeper than {MAX_NESTING} levels"
+)
+SURROGATE_MESSAGE: Final = (
+    "Invalid Request: a string holds a lone UTF-16 surrogate (such as \\ud800), "
+    "which is not Unicode text"
+)
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
@@ -39,7 +51,59 @@ def valid_id(value: object) -> bool:
 
 
 def dumps(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (legal as a JSON escape, not as UTF-8): keep it escaped.
+        return json.dumps(message, separators=(",", ":")).encode()
+
+
+def unparsable_reason(exc: Exception) -> str:
+    """Why a body is not JSON, in words (a RecursionError says nothing useful itself)."""
+    if isinstance(exc, RecursionError):
+        return f"nested deeper than {MAX_NESTING} levels"
+    return str(exc)
+
+
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` nests arrays/objects deeper than ``limit`` (checked without recursion)."""
+    return unusable(value, limit) == NESTING_MESSAGE
+
+
+def unusable(value: Any, limit: int = MAX_NESTING) -> str | None:
+    """Why a parsed client message cannot be passed on, or None.
+
+    Nesting past ``limit``, or a string (key or value) holding a lone UTF-16
+    surrogate: JSON may escape one (``"\\ud800"``), but it is not Unicode
+    text, and the SDK's servers drop such a request without an answer.
+    Walked without recursion.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _has_surrogate(item):
+                return SURROGATE_MESSAGE
+            continue
+        if isinstance(item, dict):
+            children: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return NESTING_MESSAGE
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def error_message(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from core.protocol.jsonrpc import (
     PARSE_ERROR,
     dumps,
     error_message,
+    unparsable_reason,
+    unusable,
 )
 from core.protocol.wire import (
     JSON_TYPE,
@@ -125,7 +127,10 @@ async def handle_stateless(
     try:
         message = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        await error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
+        await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
+        return
+    if (unfit := unusable(message)) is not None:
+        await error(send, 400, INVALID_REQUEST, unfit)
         return
     if isinstance(message, list):
         await error(send, 400, INVALID_REQUEST, "JSON-RPC batches are not part of MCP 2026-07-28")

@@ -57,6 +57,8 @@ from core.protocol.jsonrpc import (
     dumps,
     error_message,
     settle,
+    unparsable_reason,
+    unusable,
     valid_id,
 )
 from core.protocol.stateless import StatelessHandler, handle_stateless
@@ -363,7 +365,10 @@ class StreamableHttp:
         try:
             message = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            await error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
+            await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
+            return
+        if (unfit := unusable(message)) is not None:
+            await error(send, 400, INVALID_REQUEST, unfit)
             return
         if isinstance(message, list):
             await self._batch(exchange, message)

@@ -16,7 +16,7 @@ Every registry and psutil call runs in a worker thread, never on the loop.
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Protocol
@@ -105,6 +105,8 @@ class WorkerWatch:
         self._ownership: dict[str, SessionOwnership] = {}
         self._assessed: frozenset[SessionClaim] = frozenset()
         self._tasks: list[asyncio.Task[None]] = []
+        #: One-off registry work started by sessions opening and closing.
+        self._pending: set[asyncio.Task[Any]] = set()
         self._stamp: tuple[int, int] | None = None
         self._read_at = 0.0
         self._expired_at = 0.0
@@ -143,6 +145,9 @@ class WorkerWatch:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Registrations and removals the closing sessions started finish
+        # before the database closes under them.
+        await asyncio.gather(*self._pending, return_exceptions=True)
         for identity in [w.identity for w in self._http.values()]:
             await self._to_thread(self._remove, identity)
         self._http.clear()
@@ -155,14 +160,19 @@ class WorkerWatch:
         self._sessions[session.id] = session
         if session.kind != "http" or self.registry is None:
             return
-        asyncio.get_running_loop().create_task(self._register(session))
+        self._spawn(self._register(session))
 
     def session_closed(self, session: ClientSessionView) -> None:
         self._sessions.pop(session.id, None)
         self._ownership.pop(session.id, None)
         worker = self._http.pop(session.id, None)
         if worker is not None:
-            asyncio.get_running_loop().create_task(self._to_thread(self._remove, worker.identity))
+            self._spawn(self._to_thread(self._remove, worker.identity))
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def _register(self, session: ClientSessionView) -> None:
         registry = self.registry

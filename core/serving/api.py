@@ -26,16 +26,42 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.protocol.jsonrpc import unparsable_reason, unusable
 from core.serving.sessions import SessionTable
 from core.supervision.supervisor import Supervisor
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 #: A CLI call with no timeout of its own waits this long for the tool.
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 120.0
+#: The longest a call through the API may be told to wait (a day).
+MAX_CALL_TIMEOUT_SECONDS: Final = 86400.0
+#: A control-API body is a tool call's arguments, not a file upload.
+MAX_API_BODY_BYTES: Final = 4 * 1024 * 1024
 
 
 def _error(status: int, message: str, kind: str = "error") -> JSONResponse:
     return JSONResponse({"error": message, "kind": kind}, status_code=status)
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON body, or the 400/413 response that says why it is not usable."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_API_BODY_BYTES:
+            return _error(413, f"the body is larger than {MAX_API_BODY_BYTES} bytes", "too-large")
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        return _error(
+            400,
+            f'the body must be JSON: {{"tool": ..., "arguments": {{...}}}} '
+            f"({unparsable_reason(exc)})",
+            "bad-request",
+        )
+    if (problem := unusable(parsed)) is not None:
+        return _error(400, f"the body is not usable: {problem}", "bad-request")
+    return parsed
 
 
 def host_is_loopback(host_header: str) -> bool:
@@ -147,20 +173,26 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
 
     async def call(request: Request) -> Response:
         name = request.path_params["name"]
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(
-                400, 'the body must be JSON: {"tool": ..., "arguments": {...}}', "bad-request"
-            )
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
         if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
             return _error(400, 'the body needs a "tool" string', "bad-request")
         arguments = body.get("arguments") or {}
         if not isinstance(arguments, dict):
             return _error(400, '"arguments" must be a JSON object', "bad-request")
         timeout = body.get("timeout", DEFAULT_CALL_TIMEOUT_SECONDS)
-        if not isinstance(timeout, int | float) or timeout <= 0:
-            return _error(400, '"timeout" must be a positive number of seconds', "bad-request")
+        if (
+            not isinstance(timeout, int | float)
+            or isinstance(timeout, bool)
+            or not 0 < timeout <= MAX_CALL_TIMEOUT_SECONDS
+        ):
+            return _error(
+                400,
+                f'"timeout" must be a number of seconds above 0 and at most '
+                f"{MAX_CALL_TIMEOUT_SECONDS:g}",
+                "bad-request",
+            )
         try:
             result = await supervisor.call_tool(
                 name, body["tool"], arguments, timeout=float(timeout)

@@ -179,6 +179,9 @@ class ChildProcess:
         except OSError as exc:
             # EAGAIN, ENOMEM: the machine is short of resources, not the config wrong.
             raise SpawnError(f"cannot start {command!r}: {exc.strerror}", permanent=False) from None
+        except ValueError as exc:
+            # A NUL byte, an '=' in an env key, a string that is not valid text.
+            raise SpawnError(f"cannot start {command!r}: {exc}", permanent=True) from None
         child = cls(popen, argv, env.get(OWNER_ENV))
         try:
             await child._connect_pipes()

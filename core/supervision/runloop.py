@@ -70,12 +70,7 @@ class RunLoop:
         server.current_run = run
         server.change_state(S.STARTING, f"spawning generation {run.generation}")
         try:
-            child = await server.spawner(
-                server.config.command,
-                server.config.args,
-                env=child_environment(await self.resolve_env(), server.owner, __version__),
-                cwd=server.config.cwd,
-            )
+            child = await self.spawn()
         except SpawnError as exc:
             run.mark_dead(exc.reason)
             server.last_error = f"failed to start: {exc.reason}"
@@ -99,6 +94,26 @@ class RunLoop:
             await self.finish(run, child, stderr_task)
         self.account_end(run)
         return run
+
+    async def spawn(self) -> ChildProcess:
+        """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
+        server = self.server
+        try:
+            return await server.spawner(
+                server.config.command,
+                server.config.args,
+                env=child_environment(await self.resolve_env(), server.owner, __version__),
+                cwd=server.config.cwd,
+            )
+        except (SpawnError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # A value exec cannot take (a NUL, an '=' in an env key, a lone
+            # surrogate) or a broken secret store: retrying cannot fix it.
+            raise SpawnError(
+                f"cannot start {server.config.command!r}: {type(exc).__name__}: {exc}",
+                permanent=True,
+            ) from exc
 
     async def resolve_env(self) -> Mapping[str, str]:
         server = self.server

@@ -12,6 +12,7 @@ core.supervision.catalog.
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ from core.supervision.run import Run, Timing
 from core.supervision.runloop import RunLoop
 
 S = ServerState
+logger = logging.getLogger(__name__)
 
 #: Lines of stderr kept in memory per server for the UI.
 STDERR_RING_LINES: Final = 500
@@ -203,6 +205,21 @@ class ManagedServer:
         if self.running:
             return
         self._task = asyncio.create_task(self.runloop.supervise(), name=f"mcp-tray:{self.name}")
+        self._task.add_done_callback(self._supervision_ended)
+
+    def _supervision_ended(self, task: "asyncio.Task[None]") -> None:
+        """The run loop never returns: if it raised, say why once and park, never hang "starting"."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        logger.error("supervision of %s failed", self.name, exc_info=exc)
+        reason = f"mcp-tray's supervision of it failed ({type(exc).__name__}: {exc})"
+        self.last_error = reason
+        if self._task is task:
+            self._task = None
+        if self.state in (S.READY, S.DEGRADED, S.STARTING):
+            self.change_state(S.EXITED, reason)
+        if self.state is S.EXITED:
+            self.park(reason)
 
     async def stop(self) -> None:
         """Stop the child by the stop contract and stay stopped."""

@@ -316,8 +316,8 @@ class Upstream:
                 continue
             try:
                 message = json.loads(line)
-            except ValueError:
-                self._on_junk(line.decode("utf-8", errors="replace").rstrip())
+            except (ValueError, RecursionError):
+                self._on_junk(line.decode("utf-8", errors="replace").rstrip()[:500])
                 continue
             if isinstance(message, dict):
                 self._dispatch(message)

@@ -1,0 +1,292 @@
+"""Generated hostile input through the gateway and the control API of a real tray.
+
+Strategy: one TrayService in-process (a real echo child behind it) per test;
+hypothesis generates JSON-RPC-shaped bodies (and raw bytes, batches, deep
+nesting) with generated headers, sent over real HTTP with the token (an
+attacker without it is stopped at the door; these probe what is behind it).
+Every answer must be prompt and not a 500, nothing may be logged with a
+traceback, and the child must be the same process at the end.
+"""
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Coroutine, Iterator
+from typing import Any, Final, TypeVar
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.serving.service import TrayService
+from core.settings.config import load_config
+from core.settings.paths import Paths
+from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready
+
+T = TypeVar("T")
+
+#: Enough to find what a careless parser misses, few enough for make test.
+EXAMPLES: Final = 150
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+#: Methods a client may send (and a few it may not), so generated requests reach deep.
+METHODS: Final = (
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/subscribe",
+    "prompts/get",
+    "logging/setLevel",
+    "completion/complete",
+    "server/discover",
+    "subscriptions/listen",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/roots/list_changed",
+)
+VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28", "1999")
+#: Tools of echo that would end or stall the child on purpose: not what this probes.
+HARMFUL_TOOLS: Final = frozenset({"crash", "slow_read", "slow_write", "count", "ask", "confirm"})
+
+path_segment = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="/?#%"),
+    min_size=1,
+    max_size=20,
+)
+#: What a header value can be on the wire (no surrounding blanks: a client strips them).
+header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40).map(
+    str.strip
+)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _envelope(version: str) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Any:
+    """Something shaped like JSON-RPC, often nearly right, sometimes not at all."""
+    message: dict[str, Any] = {}
+    if draw(st.integers(0, 9)) > 0:
+        message["jsonrpc"] = draw(st.sampled_from(["2.0", "2.0", "1.0"]) | json_scalars)
+    if draw(st.booleans()):
+        message["id"] = draw(st.integers(0, 10**6) | st.text(max_size=10) | json_values)
+    if draw(st.integers(0, 9)) > 0:
+        message["method"] = draw(st.sampled_from(METHODS) | st.text(max_size=20))
+    if draw(st.booleans()):
+        params = draw(
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "name",
+                        "uri",
+                        "arguments",
+                        "_meta",
+                        "level",
+                        "protocolVersion",
+                        "capabilities",
+                        "clientInfo",
+                        "requestId",
+                        "cursor",
+                    ]
+                ),
+                json_values,
+                max_size=4,
+            )
+            | json_values
+        )
+        if isinstance(params, dict) and draw(st.booleans()):
+            params["_meta"] = _envelope(draw(st.sampled_from(VERSIONS)))
+        if isinstance(params, dict) and str(params.get("name")) in HARMFUL_TOOLS:
+            params["name"] = "echo"
+        message["params"] = params
+    for key in draw(st.lists(st.text(max_size=6), max_size=2)):
+        message.setdefault(key, draw(json_scalars))
+    return message
+
+
+#: Nesting depths around the parser's own limit (~1,000) and far past it.
+DEEP: Final = (200, 999, 1_500, 100_000)
+#: A lone surrogate, escaped: legal JSON text, not encodable as UTF-8.
+SURROGATE_CALL: Final = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+    b'"params":{"name":"echo","arguments":{"text":"\\ud800"}}}'
+)
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> bytes:
+    """A message as JSON most of the time; else raw bytes, deep nesting, a batch, a surrogate."""
+    kind = draw(st.sampled_from(["message", "message", "raw", "deep", "batch", "surrogate"]))
+    if kind == "raw":
+        return draw(st.binary(max_size=64))
+    if kind == "deep":
+        depth = draw(st.sampled_from(DEEP))
+        opener, closer = draw(st.sampled_from([(b"[", b"]"), (b'{"a":', b"}")]))
+        return opener * depth + b"1" + closer * depth
+    if kind == "batch":
+        return json.dumps(draw(st.lists(messages(), max_size=3))).encode()
+    if kind == "surrogate":
+        return SURROGATE_CALL
+    return json.dumps(draw(messages())).encode()
+
+
+@st.composite
+def headers(draw: st.DrawFn, session_id: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    out["accept"] = draw(
+        st.sampled_from(
+            [
+                "application/json, text/event-stream",
+                "application/json",
+                "text/event-stream",
+                "*/*",
+            ]
+        )
+        | header_text
+    )
+    out["content-type"] = draw(
+        st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain"])
+        | header_text
+    )
+    if draw(st.booleans()):
+        out["mcp-session-id"] = draw(st.just(session_id) | header_text)
+    if draw(st.booleans()):
+        out["mcp-protocol-version"] = draw(st.sampled_from(VERSIONS) | header_text)
+    if draw(st.booleans()):
+        out["mcp-method"] = draw(st.sampled_from(METHODS) | header_text)
+    if draw(st.booleans()):
+        out["mcp-name"] = draw(header_text)
+    return out
+
+
+class Tray:
+    """A TrayService on an event loop of its own thread, so hypothesis drives it synchronously."""
+
+    def __init__(self, paths: Paths) -> None:
+        paths.config_file.write_text(json.dumps({"mcpServers": {"echo": python_server(ECHO)}}))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.service = TrayService(load_config(paths.config_file), paths, timing=FAST_TIMING)
+        self.run(self.service.start())
+        self.run(wait_ready(self.service.supervisor.server("echo")))
+        self.pid = self.service.supervisor.server("echo").pid
+        auth = {"authorization": f"Bearer {self.service.token}"}
+        self.http = httpx.Client(base_url=self.service.url, headers=auth, timeout=10)
+        opened = self.http.post(
+            "/mcp/echo",
+            headers={"accept": "application/json, text/event-stream"},
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "fuzz", "version": "0"},
+                },
+            },
+        )
+        self.session_id = opened.headers["mcp-session-id"]
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    def close(self) -> None:
+        self.http.close()
+        self.run(self.service.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture
+def tray(tray_home: Paths) -> Iterator[Tray]:
+    holder = Tray(tray_home)
+    yield holder
+    holder.close()
+
+
+def with_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@FUZZ
+@given(data=st.data())
+def test_generated_gateway_requests_get_no_500_no_traceback_and_leave_the_child_alone(
+    tray: Tray, caplog: pytest.LogCaptureFixture, data: st.DataObject
+) -> None:
+    caplog.set_level(logging.WARNING)
+    body = data.draw(bodies())
+    sent = data.draw(headers(tray.session_id))
+    path = data.draw(st.sampled_from(["/mcp/echo", "/echo/mcp", "/mcp/nosuch"]))
+    verb = data.draw(st.sampled_from(["POST", "POST", "POST", "DELETE"]))
+    if verb == "DELETE" and sent.get("mcp-session-id") == tray.session_id:
+        sent.pop("mcp-session-id")
+
+    reply = tray.http.request(verb, path, headers=sent, content=body)
+
+    assert reply.status_code < 500, (verb, path, sent, body[:300], reply.text[:300])
+    assert with_tracebacks(caplog) == []
+    assert tray.service.supervisor.server("echo").pid == tray.pid
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@FUZZ
+@given(data=st.data())
+def test_generated_control_api_calls_get_no_500_no_traceback(
+    tray: Tray, caplog: pytest.LogCaptureFixture, data: st.DataObject
+) -> None:
+    caplog.set_level(logging.WARNING)
+    if data.draw(st.booleans()):
+        body = data.draw(bodies())
+    else:
+        call: dict[str, Any] = {}
+        if data.draw(st.integers(0, 9)) > 0:
+            call["tool"] = data.draw(st.sampled_from(["echo", "whoami", "nosuch"]) | json_values)
+        if str(call.get("tool")) in HARMFUL_TOOLS:
+            call["tool"] = "echo"
+        if data.draw(st.booleans()):
+            call["arguments"] = data.draw(json_values)
+        if data.draw(st.booleans()):
+            call["timeout"] = data.draw(
+                json_scalars | st.sampled_from([float("nan"), float("inf"), -1, 0, True])
+            )
+        body = json.dumps(call).encode()
+    name = data.draw(st.sampled_from(["echo", "nosuch"]) | path_segment)
+
+    reply = tray.http.post(f"/api/v1/servers/{name}/call", content=body)
+
+    assert reply.status_code < 500, (name, body[:300], reply.text[:300])
+    assert reply.headers["content-type"].startswith("application/json")
+    assert with_tracebacks(caplog) == []
+    assert tray.service.supervisor.server("echo").pid == tray.pid
