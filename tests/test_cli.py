@@ -9,8 +9,10 @@ leftover processes with psutil.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ from typing import Any
 import psutil
 import pytest
 
+from core.cli.main import SETTLE_SECONDS, action_settled
 from core.settings.paths import Paths, default_paths
+from core.supervision.run import START_TIMEOUT_SECONDS
 from core.supervision.sweep import sweep_leftovers
 from tests.cli_support import run_mcp_tray, run_python
 from tests.conftest import ECHO, GRANDCHILD, python_server, wait_until_sync
@@ -89,7 +93,8 @@ class Headless:
         result: dict[str, Any] = self.wait_for(check, f"{name} {state}")
         return result
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop it (SIGTERM, then SIGKILL); its stderr. Once only: the streams close."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -97,7 +102,9 @@ class Headless:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.proc.communicate()
+        if self.proc.stderr is None or self.proc.stderr.closed:
+            return ""
+        return self.proc.communicate()[1]
 
 
 @pytest.fixture
@@ -327,3 +334,162 @@ def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: An
     assert "already running" in second.stderr
     assert "headless" in second.stderr  # the first one has no window to raise
     assert tray.proc.poll() is None
+
+
+# ------------------------------------------------ stable endpoints (issue #11)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def initialize(url: str, token: str) -> Any:
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "cursor-vscode", "version": "1"},
+    }
+    return _post(url, token, 1, "initialize", params)
+
+
+def test_the_http_snippet_names_the_configured_port_and_reaches_the_tray_across_restarts(
+    headless: Any, tmp_path: Path
+) -> None:
+    port = free_port()
+    config = {"mcpServers": {"echo": python_server(ECHO)}, "gateway": {"port": port}}
+    home = tmp_path / "home"
+    entries = []
+    for _ in range(3):  # the first start, then two restarts
+        tray = headless(config, home=home)
+        tray.wait_state("echo", "ready")
+        result = cli(home, "client-config", "cursor", "--http", "--config", str(tray.config_path))
+        assert result.returncode == 0, result.stderr
+        assert "listens on port" not in result.stderr  # no fallback, nothing to say
+        entry = json.loads(result.stdout)["mcpServers"]["echo"]
+        assert entry["url"] == f"http://127.0.0.1:{port}/mcp/echo"
+        assert tray.status()["gateway"]["url"] == f"http://127.0.0.1:{port}"
+        token = entry["headers"]["Authorization"].removeprefix("Bearer ")
+        assert initialize(entry["url"], token).status_code == 200
+        entries.append(entry)
+        tray.stop()
+    assert entries[0] == entries[1] == entries[2]
+
+
+def test_a_taken_port_is_one_line_on_stderr_a_warning_in_doctor_and_a_note_in_client_config(
+    headless: Any,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        tray = headless({"mcpServers": {"echo": python_server(ECHO)}, "gateway": {"port": port}})
+        tray.wait_state("echo", "ready")
+        url = tray.status()["gateway"]["url"]
+        actual = int(url.rsplit(":", 1)[1])
+        assert actual != port
+
+        snippet = cli(
+            tray.home, "client-config", "cursor", "--http", "--config", str(tray.config_path)
+        )
+        doctor = cli(tray.home, "doctor")
+        status = cli(tray.home, "status")
+        stderr = tray.stop()
+
+    assert snippet.returncode == 0, snippet.stderr
+    entry = json.loads(snippet.stdout)["mcpServers"]["echo"]
+    assert entry["url"] == f"http://127.0.0.1:{port}/mcp/echo"  # the lasting one
+    assert f"listens on port {actual}, not {port}" in snippet.stderr
+    assert f"port {port} was taken" in snippet.stderr
+
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert any(
+        line.startswith(f"port-taken: port {port} is taken") for line in doctor.stdout.splitlines()
+    )
+    assert f"PORT TAKEN: port {port} is taken" in status.stdout
+
+    taken = [line for line in stderr.splitlines() if "is taken" in line]
+    assert len(taken) == 1, stderr
+    assert f"mcp-tray listens on {actual} instead" in taken[0]
+    assert f"clients configured for {port} will not reach it until" in taken[0]
+    assert "Traceback" not in stderr
+
+
+def test_start_and_respawn_print_the_state_the_action_ended_in(headless: Any) -> None:
+    tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
+    tray.wait_state("echo", "ready")
+
+    stopped = cli(tray.home, "stop", "echo")
+    started = cli(tray.home, "start", "echo")
+    respawned = cli(tray.home, "respawn", "echo")
+    again = cli(tray.home, "start", "echo")  # already up: says so at once
+
+    assert (stopped.returncode, stopped.stdout) == (0, "echo: stopped (generation 1)\n")
+    assert (started.returncode, started.stdout) == (0, "echo: ready (generation 2)\n")
+    assert (respawned.returncode, respawned.stdout) == (0, "echo: ready (generation 3)\n")
+    assert (again.returncode, again.stdout) == (0, "echo: ready (generation 3)\n")
+    assert tray.status()["servers"][0]["state"] == "ready"
+
+
+def test_a_start_that_ends_parked_says_parked_and_why_and_exits_1(headless: Any) -> None:
+    tray = headless({"mcpServers": {"ghost": {"command": "mcp-tray-no-such-command"}}})
+    tray.wait_state("ghost", "parked")
+
+    respawned = cli(tray.home, "respawn", "ghost")
+    assert cli(tray.home, "stop", "ghost").returncode == 0
+    started = cli(tray.home, "start", "ghost")
+
+    for result, generation in ((respawned, 2), (started, 3)):
+        assert result.returncode == 1, result
+        lines = result.stdout.splitlines()
+        assert lines[0] == f"ghost: parked (generation {generation})"
+        assert lines[1].strip().startswith("parked: ")
+        assert "mcp-tray-no-such-command" in lines[1] and "not found" in lines[1]
+        assert "mcp-tray respawn ghost" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_the_wait_after_a_start_is_bounded_and_then_prints_the_state(headless: Any) -> None:
+    # Never answers its handshake: "starting" until the start timeout (60 s).
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    tray = headless({"mcpServers": {"silent": silent}})
+    tray.wait_state("silent", "starting")
+
+    began = time.monotonic()
+    result = cli(tray.home, "start", "silent", "--wait", "1")
+    elapsed = time.monotonic() - began
+
+    assert result.returncode == 1
+    assert result.stdout == "silent: starting (generation 1)\n"
+    assert "still starting after 1 s" in result.stderr
+    assert elapsed < 15
+    assert cli(tray.home, "start", "silent", "--wait", "-1").returncode == 2
+
+
+def test_the_cli_waits_by_default_as_long_as_a_server_may_take_to_start() -> None:
+    assert SETTLE_SECONDS >= START_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("verb", "row", "settled"),
+    [
+        # Right after a start the row still shows the stopped server.
+        ("start", {"state": "stopped", "generation": 1}, False),
+        ("start", {"state": "starting", "generation": 2}, False),
+        ("start", {"state": "ready", "generation": 2}, True),
+        ("start", {"state": "exited", "generation": 2}, True),
+        ("start", {"state": "parked", "generation": 2}, True),
+        # A start on a server that is up, or parked, starts nothing new.
+        ("start", {"state": "ready", "generation": 1}, True),
+        ("start", {"state": "parked", "generation": 1}, True),
+        # Right after a respawn the row may still show the old run.
+        ("respawn", {"state": "ready", "generation": 1}, False),
+        ("respawn", {"state": "parked", "generation": 1}, False),
+        ("respawn", {"state": "parked", "generation": 2}, True),
+        ("stop", {"state": "stopped", "generation": 1}, True),
+    ],
+)
+def test_an_action_is_settled_once_the_server_left_where_it_began(
+    verb: str, row: dict[str, Any], settled: bool
+) -> None:
+    assert action_settled(verb, 1, row) is settled

@@ -185,3 +185,121 @@ def test_client_config_prints_a_snippet_for_the_configured_servers(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     assert list(json.loads(result.stdout)["mcpServers"]) == ["a"]
     assert run_cli(home, "client-config", "claude", "--server", "nope").returncode == 2
+
+
+def test_a_bridge_snippet_carries_mcp_tray_home_when_given() -> None:
+    entry = client_snippet("cursor", ["echo"], home="/srv/tray home")["mcpServers"]["echo"]
+    assert entry["env"] == {"MCP_TRAY_CLIENT": "cursor", "MCP_TRAY_HOME": "/srv/tray home"}
+    assert "MCP_TRAY_HOME" not in client_snippet("cursor", ["echo"])["mcpServers"]["echo"]["env"]
+    # An HTTP entry names the tray by its URL: it needs no home.
+    http = client_snippet("cursor", ["echo"], http_url="http://127.0.0.1:1", token="t", home="/x")
+    assert "env" not in http["mcpServers"]["echo"]
+
+
+def test_client_config_puts_the_callers_mcp_tray_home_into_the_bridge_env(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = run_cli(home, "client-config", "claude", "--server", "echo")
+
+    assert result.returncode == 0, result.stderr
+    env = json.loads(result.stdout)["mcpServers"]["echo"]["env"]
+    # Absolute, as mcp-tray resolves it: the client starts the bridge elsewhere.
+    assert env["MCP_TRAY_HOME"] == str(home.resolve())
+    assert f"MCP_TRAY_HOME={home.resolve()}" in result.stderr
+
+
+def test_client_config_leaves_mcp_tray_home_out_when_it_is_not_set(tmp_path: Path) -> None:
+    from core.settings.paths import default_paths
+    from tests.gateway_support import bridge_env
+
+    env = bridge_env(default_paths({"MCP_TRAY_HOME": str(tmp_path / "home")}))
+    del env["MCP_TRAY_HOME"]
+    # The per-user folders, then, which must not be the real ones.
+    env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    config = tmp_path / "mine.json"
+    config.write_text('{"mcpServers": {"a": {"command": "x"}}}')
+
+    result = run_mcp_tray(env, "client-config", "vscode", "--config", str(config))
+
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(result.stdout)["servers"]["a"]
+    assert entry["env"] == {"MCP_TRAY_CLIENT": "vscode"}
+
+
+def test_client_config_needs_no_config_file_for_a_bridge_snippet(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+
+    listed = run_cli(home, "client-config", "cursor")
+    named = run_cli(home, "client-config", "vscode", "--server", "echo", "--server", "notes")
+    bad = run_cli(home, "client-config", "cursor", "--server", "not a name")
+
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"mcpServers": {}}
+    assert "no config at" in listed.stderr and "--server NAME" in listed.stderr
+    assert named.returncode == 0, named.stderr
+    servers = json.loads(named.stdout)["servers"]
+    assert list(servers) == ["echo", "notes"]
+    assert servers["notes"]["args"][-2:] == ["connect", "notes"]
+    assert bad.returncode == 2 and "not a server name" in bad.stderr
+    assert not (home / "config" / "config.json").exists()  # nothing written
+    assert "Traceback" not in listed.stderr + named.stderr + bad.stderr
+
+
+def test_client_config_reads_the_servers_and_the_port_of_config(
+    tmp_path: Path, fake_keyring: FileKeyring
+) -> None:
+    from core.settings.secrets import KEYRING_SERVICE, TOKEN_ENTRY
+
+    home = tmp_path / "home"
+    config = tmp_path / "elsewhere.json"
+    config.write_text(
+        '{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}, "gateway": {"port": 31999}}'
+    )
+    fake_keyring.set_password(KEYRING_SERVICE, TOKEN_ENTRY, "t0k")
+
+    bridge = run_cli(home, "client-config", "cursor", "--config", str(config))
+    http = run_cli(home, "client-config", "cursor", "--http", "--config", str(config))
+    unknown = run_cli(home, "client-config", "cursor", "--config", str(config), "--server", "c")
+    missing = run_cli(home, "client-config", "cursor", "--config", str(tmp_path / "no.json"))
+
+    assert bridge.returncode == 0, bridge.stderr
+    assert list(json.loads(bridge.stdout)["mcpServers"]) == ["a", "b"]
+    assert http.returncode == 0, http.stderr
+    entries = json.loads(http.stdout)["mcpServers"]
+    assert entries["b"]["url"] == "http://127.0.0.1:31999/mcp/b"
+    assert entries["b"]["headers"] == {"Authorization": "Bearer t0k"}
+    assert unknown.returncode == 2 and "(configured: a, b)" in unknown.stderr
+    assert missing.returncode == 2
+    assert str(tmp_path / "no.json") in missing.stderr and "does not exist" in missing.stderr
+
+
+def test_an_http_snippet_without_a_config_uses_the_default_port(
+    tmp_path: Path, fake_keyring: FileKeyring
+) -> None:
+    from core.settings.config import DEFAULT_GATEWAY_PORT
+    from core.settings.secrets import KEYRING_SERVICE, TOKEN_ENTRY
+
+    home = tmp_path / "home"
+    no_token = run_cli(home, "client-config", "cursor", "--http", "--server", "echo")
+    fake_keyring.set_password(KEYRING_SERVICE, TOKEN_ENTRY, "t0k")
+    result = run_cli(home, "client-config", "cursor", "--http", "--server", "echo")
+
+    assert no_token.returncode == 3 and "start mcp-tray once" in no_token.stderr
+    assert result.returncode == 0, result.stderr
+    url = json.loads(result.stdout)["mcpServers"]["echo"]["url"]
+    assert url == f"http://127.0.0.1:{DEFAULT_GATEWAY_PORT}/mcp/echo"
+
+
+def test_an_http_snippet_for_port_0_is_refused_while_no_tray_runs(
+    tmp_path: Path, fake_keyring: FileKeyring
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"mcpServers": {"a": {"command": "x"}}, "gateway": {"port": 0}}')
+
+    result = run_cli(
+        tmp_path / "home", "client-config", "cursor", "--http", "--config", str(config)
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert str(config) in result.stderr and "gateway.port" in result.stderr
+    assert "Fix: set gateway.port to a port number" in result.stderr

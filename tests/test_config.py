@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.base.errors import ConfigError
-from core.settings.config import ServerConfig, load_config
+from core.settings.config import DEFAULT_GATEWAY_PORT, ServerConfig, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -153,3 +153,22 @@ def test_launch_key_changes_only_when_the_launch_changes(tmp_path: Path) -> None
         == ServerConfig(name="a", command="x", args=("1",), retry="always").launch_key()
     )
     assert base.launch_key() != ServerConfig(name="a", command="x", args=("2",)).launch_key()
+
+
+def test_the_gateway_port_defaults_to_a_fixed_one_and_0_still_means_any_free_port(
+    tmp_path: Path,
+) -> None:
+    assert load_config(write(tmp_path, '{"mcpServers": {}}')).gateway.port == DEFAULT_GATEWAY_PORT
+    text = '{"mcpServers": {}, "gateway": {"port": 0}}'
+    assert load_config(write(tmp_path, text)).gateway.port == 0
+    text = '{"mcpServers": {}, "gateway": {"port": 31234}}'
+    assert load_config(write(tmp_path, text)).gateway.port == 31234
+
+
+def test_a_bad_gateway_port_names_the_key_and_the_default(tmp_path: Path) -> None:
+    for bad in ('"8080"', "70000", "-1", "true"):
+        error = error_for(tmp_path, '{"mcpServers": {},\n"gateway": {"port": ' + bad + "}}")
+        assert error.key == "gateway.port"
+        assert error.line == 2
+        assert f"default ({DEFAULT_GATEWAY_PORT})" in error.fix
+        assert "0 for any free port" in error.fix

@@ -22,6 +22,7 @@ from core.cli.desktop_entry import (
     AUTOSTART_LINE,
     desktop_files,
     exec_value,
+    home_override,
     install,
     launcher_argv,
     uninstall,
@@ -39,6 +40,8 @@ def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    # The entry carries MCP_TRAY_HOME when it is set; these tests set it themselves.
+    monkeypatch.delenv("MCP_TRAY_HOME", raising=False)
     return env
 
 
@@ -195,3 +198,45 @@ def test_the_cli_refuses_autostart_together_with_uninstall_as_a_usage_error(
     assert done.returncode == 2
     assert "not allowed with" in done.stderr
     assert not any(path.exists() for path in desktop_files().all)
+
+
+def test_the_entry_carries_mcp_tray_home_when_it_is_set(
+    xdg: dict[str, str], tmp_path: Path
+) -> None:
+    tray_home = tmp_path / "tray home"  # a space: the Exec argument must be quoted
+    install(autostart=True, environ={**xdg, "MCP_TRAY_HOME": str(tray_home)})
+
+    for path in (desktop_files().entry, desktop_files().autostart):
+        command = entry_keys(path)["Exec"]
+        program, assignment = command.split(" ", 1)
+        assert Path(program).is_absolute() and Path(program).name == "env", command
+        assert assignment.startswith(f'"MCP_TRAY_HOME={tray_home}" /'), command
+        assert command.endswith(exec_value(launcher_argv()))
+
+
+def test_a_relative_mcp_tray_home_is_made_absolute_and_an_empty_one_is_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert home_override({"MCP_TRAY_HOME": "rel/home"}) == str(tmp_path.resolve() / "rel/home")
+    assert home_override({"MCP_TRAY_HOME": ""}) is None
+    assert home_override({}) is None
+
+
+def test_the_cli_writes_mcp_tray_home_into_the_entry_and_says_so(
+    xdg: dict[str, str], tmp_path: Path
+) -> None:
+    tray_home = tmp_path / "tray"
+    done = cli({**xdg, "MCP_TRAY_HOME": str(tray_home)})
+    assert done.returncode == 0, done.stderr
+    assert f"MCP_TRAY_HOME={tray_home}" in done.stderr
+    command = entry_keys(desktop_files().entry)["Exec"]
+    assert f" MCP_TRAY_HOME={tray_home} " in command
+    if shutil.which("desktop-file-validate"):
+        checked = subprocess.run(
+            ["desktop-file-validate", str(desktop_files().entry)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from core.base.envvars import CLIENT_NAME_ENV
+from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import ConfigError, SnippetError
 from core.cli.desktop_entry import launcher_argv
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
@@ -43,16 +43,31 @@ _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
 
 
 def client_snippet(
-    client: str, names: list[str], *, http_url: str | None = None, token: str | None = None
+    client: str,
+    names: list[str],
+    *,
+    http_url: str | None = None,
+    token: str | None = None,
+    home: str | None = None,
 ) -> dict[str, Any]:
+    """``client``'s config for ``names``: bridge entries, or HTTP ones at ``http_url``.
+
+    ``home`` (an absolute ``MCP_TRAY_HOME``) goes into each bridge entry's
+    env: the client launches the bridge without the environment this command
+    ran in, and a bridge under another home finds no tray (or another one).
+    An HTTP entry needs nothing of the kind: the URL names the tray.
+    """
     entries: dict[str, Any] = {}
     for name in names:
         if http_url is None:
             launcher = launcher_argv()
+            env = {CLIENT_NAME_ENV: CLIENT_NAMES[client]}
+            if home is not None:
+                env[HOME_ENV] = home
             entry: dict[str, Any] = {
                 "command": launcher[0],
                 "args": [*launcher[1:], "connect", name],
-                "env": {CLIENT_NAME_ENV: CLIENT_NAMES[client]},
+                "env": env,
             }
             if client in ENTRY_TYPES:
                 entry = {"type": ENTRY_TYPES[client][0], **entry}

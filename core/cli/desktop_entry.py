@@ -14,6 +14,10 @@ template ``packaging/mcp-tray.desktop.in``; the autostart one only adds
 
 ``Exec`` is the absolute path of the ``mcp-tray`` launcher with no arguments
 (that starts the tray), quoted per the Desktop Entry spec when it needs it.
+When ``MCP_TRAY_HOME`` is set for the command that installs the entry, the
+entry carries it (``Exec=/usr/bin/env MCP_TRAY_HOME=/abs/dir /…/mcp-tray``):
+a session launches the entry without the shell's environment, and a tray
+started under another home would not be the one the user set up.
 """
 
 import os
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from core.base.envvars import HOME_ENV
 from core.base.errors import DesktopEntryError
 
 APP_ID: Final = "mcp-tray"
@@ -93,6 +98,32 @@ def launcher_argv() -> list[str]:
     return [os.path.abspath(sys.executable), "-m", "app.entry"]
 
 
+def home_override(environ: Mapping[str, str] | None = None) -> str | None:
+    """``MCP_TRAY_HOME`` as an absolute path when it is set, else None.
+
+    What a command launched from a snippet or a desktop entry must be given
+    to find the same tray as the command that wrote it: clients and desktop
+    sessions start it without this shell's environment. Resolved as
+    ``default_paths`` resolves it, since the launched process has another
+    working directory.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(HOME_ENV, "")
+    if not value:
+        return None
+    return str(Path(value).expanduser().resolve())
+
+
+def entry_argv(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The desktop entry's command: the launcher, behind ``env MCP_TRAY_HOME=…`` if set."""
+    home = home_override(environ)
+    if home is None:
+        return launcher_argv()
+    # Exec has no way to set a variable of its own; env(1) is the portable one.
+    env_program = shutil.which("env") or "/usr/bin/env"
+    return [os.path.abspath(env_program), f"{HOME_ENV}={home}", *launcher_argv()]
+
+
 def quote_exec_arg(arg: str) -> str:
     """One Exec argument, quoted and escaped per the Desktop Entry spec.
 
@@ -148,7 +179,7 @@ def install(*, autostart: bool = False, environ: Mapping[str, str] | None = None
     ``uninstall`` removes it.
     """
     files = desktop_files(environ)
-    exec_line = exec_value(launcher_argv())
+    exec_line = exec_value(entry_argv(environ))
     entry = render_entry(exec_line, autostart=False)
     try:
         icon = ICON.read_bytes()

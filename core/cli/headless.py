@@ -20,6 +20,12 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
     except AlreadyRunning as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        # Not even a fallback port could be bound (or a file could not be
+        # written): one line, not a traceback. A taken configured port is
+        # no error: the service falls back and warns.
+        print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

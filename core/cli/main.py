@@ -9,12 +9,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from core import __version__
-from core.base.envvars import HEADLESS_ENV
+from core.base.envvars import HEADLESS_ENV, HOME_ENV
 from core.base.errors import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -25,6 +26,7 @@ from core.base.errors import (
 )
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths, default_paths
+from core.settings.runtime import PORT_TAKEN_FAMILY
 
 EXIT_OK: Final = 0
 EXIT_NOT_RUNNING: Final = 3
@@ -32,6 +34,17 @@ EXIT_NOT_RUNNING: Final = 3
 API_TIMEOUT_SECONDS: Final = 30.0
 #: respawn/stop/start run the stop contract (up to ~5 s) and a fresh start.
 ACTION_TIMEOUT_SECONDS: Final = 60.0
+#: After respawn/start, how long the CLI waits by default for the server to
+#: leave "starting", so it prints where the action ended, not where it began:
+#: a server's start timeout (core.supervision.run.START_TIMEOUT_SECONDS, 60 s;
+#: not imported, as that would load the MCP SDK into every CLI call; a test
+#: pins the two together) plus a few seconds for the stop contract.
+SETTLE_SECONDS: Final = 65.0
+#: How often the CLI looks at the server's state while it waits.
+SETTLE_POLL_SECONDS: Final = 0.1
+#: ``mcp-tray doctor`` asks a running tray for its own warnings; it must not
+#: hang on a tray that does not answer.
+DOCTOR_API_TIMEOUT_SECONDS: Final = 5.0
 
 
 #: Starts the tray on a config (with the config error to show, if any); its exit code.
@@ -74,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub = commands.add_parser(verb, help=text)
         sub.add_argument("name", help="server name")
+        if verb != "stop":  # stop returns once the stop contract is done
+            sub.add_argument(
+                "--wait",
+                type=_seconds,
+                default=SETTLE_SECONDS,
+                metavar="SECONDS",
+                help="how long to wait for the server to come up or give up before "
+                f"printing its state (default {SETTLE_SECONDS:g}: its start timeout)",
+            )
 
     logs = commands.add_parser("logs", help="a server's log (its stderr and mcp-tray's notes)")
     logs.add_argument("name", help="server name")
@@ -120,7 +142,17 @@ def _parser() -> argparse.ArgumentParser:
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
     )
     mode.add_argument("--http", action="store_true", help="connect to the local gateway over HTTP")
-    client_config.add_argument("--server", action="append", help="only this server (repeatable)")
+    client_config.add_argument(
+        "--server",
+        action="append",
+        help="only this server (repeatable); without a config, the servers to list",
+    )
+    client_config.add_argument(
+        "--config",
+        type=Path,
+        help="mcp-tray config whose servers and gateway.port to use "
+        "(default: the per-user config.json; none is needed for --server)",
+    )
 
     importer = commands.add_parser(
         "import", help="merge a client's MCP servers into mcp-tray's config"
@@ -154,6 +186,17 @@ def _parser() -> argparse.ArgumentParser:
         help="remove the menu entry, its icon and the autostart entry",
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) -> int:
@@ -274,6 +317,11 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
         print(json.dumps(out, indent=2))
         return EXIT_OK
     print(f"mcp-tray {body.get('version')}  config: {body.get('config')}")
+    gateway = body.get("gateway") or {}
+    if gateway.get("url"):
+        print(f"gateway: {gateway['url']}")
+    if gateway.get("fallback"):
+        print(f"PORT TAKEN: {gateway['fallback']}")
     if body.get("config_error"):
         print(f"CONFIG ERROR (still running the last good config): {body['config_error']}")
     servers = body.get("servers", [])
@@ -321,16 +369,105 @@ def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
 
 def _action(verb: str) -> "Callable[[argparse.Namespace, Paths], int]":
     def run(args: argparse.Namespace, paths: Paths) -> int:
-        reply = _client(paths, timeout=ACTION_TIMEOUT_SECONDS).request(
-            "POST", f"/api/v1/servers/{args.name}/{verb}"
-        )
+        client = _client(paths, timeout=ACTION_TIMEOUT_SECONDS)
+        # The generation before the action tells a run this action began
+        # from the one it replaced (the reply comes before the new run does).
+        before = _server_row(client, args.name)
+        reply = client.request("POST", f"/api/v1/servers/{args.name}/{verb}")
         if not reply.ok:
             raise _server_error(reply)
-        server = reply.body["server"]
-        print(f"{server['name']}: {server['state']} (generation {server['generation']})")
-        return EXIT_OK
+        server: dict[str, Any] = reply.body["server"]
+        generation = int((before or server)["generation"])
+        wait = float(getattr(args, "wait", 0.0))
+        server, settled = _settle(client, verb, args.name, generation, server, wait)
+        return _report_action(verb, server, settled, wait)
 
     return run
+
+
+def _server_row(client: Any, name: str) -> dict[str, Any] | None:
+    """The server's row of /api/v1/status, or None when there is none of that name."""
+    reply = client.request("GET", "/api/v1/status")
+    if not reply.ok:
+        raise _server_error(reply)
+    rows = reply.body.get("servers", [])
+    return next((row for row in rows if row.get("name") == name), None)
+
+
+def action_settled(verb: str, before_generation: int, server: dict[str, Any]) -> bool:
+    """Whether ``server`` (a status row) shows where ``verb`` ended, not where it began.
+
+    The API answers as soon as the action is under way: right after a start
+    the row still says "stopped", after a respawn it still shows the old run.
+    """
+    state = server["state"]
+    if state == "starting":
+        return False
+    if verb == "stop":
+        return True
+    if int(server["generation"]) > before_generation:
+        return True  # a run this action began, past its start: ready, exited, parked…
+    # No new run: a start on a server that is already up, or parked (its
+    # self-probe keeps it "running"), changes nothing; its state is the answer.
+    return verb == "start" and state in ("ready", "degraded", "parked")
+
+
+def _settle(
+    client: Any,
+    verb: str,
+    name: str,
+    before_generation: int,
+    server: dict[str, Any],
+    wait: float,
+) -> tuple[dict[str, Any], bool]:
+    """Poll the server's row until the action settled or ``wait`` seconds passed."""
+    deadline = time.monotonic() + wait
+    while not action_settled(verb, before_generation, server):
+        if time.monotonic() >= deadline:
+            return server, False
+        time.sleep(SETTLE_POLL_SECONDS)
+        row = _server_row(client, name)
+        if row is None:  # a config edit removed it meanwhile
+            return server, True
+        server = row
+    return server, True
+
+
+def _report_action(verb: str, server: dict[str, Any], settled: bool, wait: float) -> int:
+    """Print where the action left the server; 0 only when it got there."""
+    name, state = server["name"], server["state"]
+    print(f"{name}: {state} (generation {server['generation']})")
+    if not settled:
+        print(
+            f"mcp-tray: {name} is still {state} after {wait:g} s; `mcp-tray status` shows "
+            f"where it goes, `mcp-tray logs {name}` what it does",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if state == "parked":
+        reason = server.get("parked_reason") or server.get("last_error") or "no reason recorded"
+        print(f"      parked: {reason}")
+        print(
+            f"mcp-tray: {name} did not start: it is parked. `mcp-tray logs {name}` shows "
+            f"more; `mcp-tray respawn {name}` tries again",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if state in ("ready", "degraded") or (state == "stopped" and verb == "stop"):
+        if state == "degraded" and server.get("last_error"):
+            print(f"      last error: {server['last_error']}")
+        return EXIT_OK
+    # exited (died before it was ready; a respawn follows its backoff), or
+    # stopped by someone else while this start was under way.
+    if server.get("last_error"):
+        print(f"      last error: {server['last_error']}")
+    why = (
+        "it died before it was ready; mcp-tray tries again after a backoff"
+        if state == "exited"
+        else "it was stopped meanwhile"
+    )
+    print(f"mcp-tray: {name} did not start: {why} (see mcp-tray logs {name})", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def cmd_logs(args: argparse.Namespace, paths: Paths) -> int:
@@ -392,12 +529,46 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
     finally:
         if registry is not None:
             registry.close()
+    tray = _tray_warnings(paths)
+    # A taken gateway port breaks every HTTP client configured for it: as hard as the doctor's own.
+    tray_hard = any(w.get("family") == PORT_TAKEN_FAMILY for w in tray)
     if args.json:
-        print(json.dumps(doctor_json(diagnostics), indent=2))
+        local = doctor_json(diagnostics)
+        found = local["warnings"]
+        assert isinstance(found, list)
+        report = {
+            "ok": bool(local["ok"]) and not tray_hard,
+            "warnings": [
+                *found,
+                *(
+                    {**w, "hard": w.get("family") == PORT_TAKEN_FAMILY, "source": "tray"}
+                    for w in tray
+                ),
+            ],
+        }
+        print(json.dumps(report, indent=2))
     else:
-        lines = doctor_lines(diagnostics)
+        lines = doctor_lines(diagnostics) if diagnostics else []
+        lines += [f"{w.get('text')}  (reported by the running mcp-tray)" for w in tray]
         print("\n".join(lines) if lines else "no problems found")
-    return doctor_exit_code(diagnostics)
+    return EXIT_FAILED if tray_hard else doctor_exit_code(diagnostics)
+
+
+def _tray_warnings(paths: Paths) -> list[dict[str, Any]]:
+    """The running tray's warnings that only it can know (a taken port, a token
+    in a file, a refused server request); none when no tray runs."""
+    from core.registry.envdiag import ENV_SCAN_FAILED, SECRET_LITERAL, WARNING_PREFIXES
+
+    # The doctor just computed these families itself, from this environment.
+    own = {family.rstrip(":") for family in (*WARNING_PREFIXES, SECRET_LITERAL, ENV_SCAN_FAILED)}
+    try:
+        reply = _client(paths, timeout=DOCTOR_API_TIMEOUT_SECONDS).request(
+            "GET", "/api/v1/warnings"
+        )
+    except (McpTrayError, OSError):
+        return []
+    rows = reply.body.get("warnings", []) if reply.ok else []
+    return [w for w in rows if isinstance(w, dict) and w.get("family") not in own]
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
@@ -486,29 +657,114 @@ def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
+    """Print a client's snippet. Needs no running tray and, for the bridge, no
+    config: with ``--server`` the names are taken as given."""
     from core.cli.clients import client_snippet
+    from core.cli.desktop_entry import home_override
+    from core.settings.config import DEFAULT_GATEWAY_PORT, load_config, valid_server_name
 
-    config_path = paths.config_file
-    from core.settings.config import load_config
-
-    config = load_config(config_path)
-    names = args.server or [s.name for s in config.enabled]
-    unknown = [n for n in names if n not in config.servers]
-    if unknown:
-        raise CommandError(f"not in {config_path}: {', '.join(unknown)}", EXIT_USAGE)
+    explicit = args.config is not None
+    config_path = Path(args.config).expanduser() if explicit else paths.config_file
+    # An explicit --config must exist (load_config says how to fix it);
+    # a missing default one just means nothing is configured yet.
+    config = load_config(config_path) if explicit or config_path.exists() else None
+    if config is not None:
+        names = args.server or [s.name for s in config.enabled]
+        unknown = [n for n in names if n not in config.servers]
+        if unknown:
+            known = ", ".join(sorted(config.servers)) or "none"
+            raise CommandError(
+                f"not in {config_path}: {', '.join(unknown)} (configured: {known}); "
+                "add it there, or pass --config with the file that has it",
+                EXIT_USAGE,
+            )
+    else:
+        names = list(args.server or [])
+        bad = [n for n in names if not valid_server_name(n)]
+        if bad:
+            raise CommandError(
+                f"not a server name: {', '.join(map(repr, bad))}; names hold only letters, "
+                "digits, '.', '_' and '-' (at most 64)",
+                EXIT_USAGE,
+            )
+        if not names:
+            print(
+                f"mcp-tray: there is no config at {config_path}, so no servers to list: "
+                "pass --server NAME (repeatable) for each server the client should reach, "
+                "or --config FILE",
+                file=sys.stderr,
+            )
+    home = home_override()
     url = None
     token = None
+    notes: list[str] = []
     if args.http:
-        from core.settings.runtime import running_instance
         from core.settings.secrets import read_token
 
-        url = running_instance(paths).url
+        port = config.gateway.port if config is not None else DEFAULT_GATEWAY_PORT
+        url, note = _http_base(paths, port, config_path)
+        notes += [note] if note else []
         token = read_token(paths.token_file)
-    snippet = client_snippet(args.client, names, http_url=url, token=token)
+        if token is None:
+            raise CommandError(
+                "no API token yet: start mcp-tray once to create it, then run this again",
+                EXIT_NOT_RUNNING,
+            )
+    elif home is not None:
+        notes.append(
+            f"the snippet sets {HOME_ENV}={home} (from this shell), so the bridge finds "
+            "the tray of that folder"
+        )
+    snippet = client_snippet(args.client, names, http_url=url, token=token, home=home)
     print(json.dumps(snippet, indent=2))
     if args.http:
-        print("mcp-tray: the snippet holds the API token; keep that file private", file=sys.stderr)
+        notes.append("the snippet holds the API token; keep that file private")
+    for note in notes:
+        print(f"mcp-tray: {note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _http_base(paths: Paths, configured: int, config_path: Path) -> tuple[str, str | None]:
+    """The gateway URL a client should keep, from the configured port, and a
+    note when the running tray is not (yet) reachable there."""
+    from core.settings.config import DEFAULT_GATEWAY_PORT
+    from core.settings.runtime import loopback_url, running_instance
+
+    try:
+        info = running_instance(paths)
+    except NotRunning:
+        info = None
+    if configured == 0:
+        fix = (
+            f"set gateway.port to a port number (or remove it for the default, "
+            f"{DEFAULT_GATEWAY_PORT})"
+        )
+        if info is None:
+            raise ConfigError(
+                config_path,
+                "is 0 (any free port): there is no lasting URL to give a client, "
+                "and mcp-tray is not running to ask for today's",
+                key="gateway.port",
+                fix=f"{fix}, then run this again",
+            )
+        return info.url, (
+            f"gateway.port is 0 in {config_path}: this URL (port {info.port}) holds only "
+            f"until mcp-tray restarts; {fix} for one that lasts"
+        )
+    url = loopback_url(configured)
+    if info is None or info.port == configured:
+        return url, None
+    if info.configured_port == configured:
+        return url, (
+            f"the running mcp-tray listens on port {info.port}, not {configured}: port "
+            f"{configured} was taken when it started. This snippet reaches it once port "
+            f"{configured} is free and mcp-tray restarts (mcp-tray doctor says what holds it)"
+        )
+    return url, (
+        f"the running mcp-tray listens on port {info.port} (it started with gateway.port "
+        f"{info.configured_port}); this snippet, for port {configured} of {config_path}, "
+        "reaches it after mcp-tray restarts"
+    )
 
 
 def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
@@ -518,7 +774,7 @@ def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
-    from core.cli.desktop_entry import install, uninstall
+    from core.cli.desktop_entry import home_override, install, uninstall
 
     try:
         if args.uninstall:
@@ -533,6 +789,12 @@ def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
         raise CommandError(f"cannot write the desktop entry: {exc}") from None
     for path in result.written:
         print(f"wrote {path}")
+    home = home_override()
+    if home is not None:
+        print(
+            f"mcp-tray: the entry starts mcp-tray with {HOME_ENV}={home} (from this shell)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -1,8 +1,10 @@
 """Everything one running mcp-tray is, put together: headless and GUI share it.
 
-``TrayService.start`` takes the instance lock, loads the API token (keyring,
-else a 0600 file with a warning), sweeps leftovers, starts the supervisor,
-the worker registry watch and the gateway, serves HTTP on 127.0.0.1, and
+``TrayService.start`` takes the instance lock, binds 127.0.0.1 on the
+configured gateway port (or, when that port is taken, on a free one, with a
+warning: the tray is never the weak link, DESIGN 3.10), loads the API token
+(keyring, else a 0600 file with a warning), sweeps leftovers, starts the
+supervisor, the worker registry watch and the gateway, serves HTTP, and
 publishes the runtime file. ``aclose`` undoes it in reverse order, stopping
 every child by the stop contract.
 """
@@ -10,11 +12,14 @@ every child by the stop contract.
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
+import psutil
 import uvicorn
 from starlette.routing import Route
 
@@ -28,7 +33,7 @@ from core.serving.process_stats import ProcessStats
 from core.serving.sessions import ClientSession, SessionTable
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
-from core.settings.runtime import Instance, RuntimeInfo
+from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
 from core.settings.secrets import load_or_create_token, resolve_env
 from core.supervision.run import Timing
 from core.supervision.server import ManagedServer
@@ -100,6 +105,9 @@ class TrayService:
         self.token = ""
         self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+        #: Why the gateway does not listen on its configured port (one line), else None.
+        self.port_notice: str | None = None
 
     @property
     def url(self) -> str:
@@ -109,6 +117,15 @@ class TrayService:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
         self.instance = Instance.acquire(self.paths)
         try:
+            # Bound before any child starts, so a port problem is known (and
+            # listed) from the first snapshot on; the lookup of who holds a
+            # taken port reads /proc, hence the thread.
+            sock, self.port_notice = await asyncio.to_thread(
+                bind_gateway, self.config.gateway.port, self.config.path
+            )
+            self._sock = sock
+            if self.port_notice is not None:
+                logger.warning("mcp-tray: %s", self.port_notice)
             token = await asyncio.to_thread(load_or_create_token, self.paths.token_file)
             self.token = token.value
             self.workers = await asyncio.to_thread(
@@ -119,14 +136,19 @@ class TrayService:
             )
             if token.warning:
                 self.workers.own_warnings.append(token.warning)
+            if self.port_notice is not None:
+                self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
             await self.supervisor.start()
             self.workers.start()
             self.stats.start()
             if self.watch_config:
                 self.watcher.start()
-            sock = _bind_loopback(self.config.gateway.port)
             await self._serve(sock)
-            self.info = self.instance.publish(sock.getsockname()[1], self.supervisor.owner)
+            self.info = self.instance.publish(
+                sock.getsockname()[1],
+                self.supervisor.owner,
+                configured_port=self.config.gateway.port,
+            )
         except BaseException:
             await self.aclose()
             raise
@@ -135,7 +157,12 @@ class TrayService:
 
     def status_extra(self) -> dict[str, Any]:
         return {
-            "gateway": {"url": self.url},
+            "gateway": {
+                "url": self.url,
+                "port": self.info.port if self.info else None,
+                "configured_port": self.config.gateway.port,
+                "fallback": self.port_notice,
+            },
             "sessions": self.sessions_json(),
             "workers": self.workers_json(),
         }
@@ -208,6 +235,10 @@ class TrayService:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._serve_task, HTTP_STOP_SECONDS)
             self._server = None
+        if self._sock is not None:
+            # uvicorn closed it if it served; if start failed before, nobody did.
+            self._sock.close()
+            self._sock = None
         await self.watcher.aclose()
         await self.stats.aclose()
         await self.gateway.aclose()
@@ -245,21 +276,87 @@ class _QuietServer(uvicorn.Server):
         self._stopping.set()
 
 
+def bind_gateway(port: int, config_path: Path) -> tuple[socket.socket, str | None]:
+    """The gateway's listening socket: on ``port`` when it can, else on a free one.
+
+    Returns the socket and, after a fallback, the one line that says so (for
+    the log and the ``port-taken`` warning). A tray that refused to start
+    over a busy port would take every client down with it, bridges included
+    (they find the tray through the runtime file, whatever its port); only
+    HTTP clients configured for ``port`` lose it, and the line says until when.
+    Raises ``OSError`` only when no loopback port at all can be bound.
+    """
+    try:
+        return _bind_loopback(port), None
+    except OSError as exc:
+        if port == 0:
+            raise OSError(
+                exc.errno,
+                f"cannot listen on any port of 127.0.0.1 ({exc.strerror}); "
+                "is the loopback interface up?",
+            ) from None
+        problem = _why_unusable(port, exc)
+    try:
+        sock = _bind_loopback(0)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"port {port} {problem}, and no other port of 127.0.0.1 can be bound "
+            f"either ({exc.strerror}); is the loopback interface up?",
+        ) from None
+    actual = sock.getsockname()[1]
+    notice = (
+        f"port {port} {problem}; mcp-tray listens on {actual} instead — HTTP clients "
+        f"configured for {port} will not reach it until port {port} is free and mcp-tray "
+        f"restarts (bridges reach it anyway). Fix: stop what holds port {port}, or set "
+        f"gateway.port in {config_path} to a free port and re-run mcp-tray client-config"
+    )
+    return sock, notice
+
+
+def _why_unusable(port: int, exc: OSError) -> str:
+    """``is taken (by pid 1234, node)``, or what else kept ``port`` from being bound."""
+    if exc.errno == errno.EADDRINUSE:
+        return f"is taken ({_port_holder(port)})"
+    if exc.errno == errno.EACCES and port < 1024:
+        return "cannot be used (ports below 1024 need root)"
+    return f"cannot be used ({exc.strerror or exc})"
+
+
+def _port_holder(port: int) -> str:
+    """Who listens on ``port``, as far as this user may see (best effort)."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return "address already in use"
+    for conn in connections:
+        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr.port != port:
+            continue
+        if conn.pid is None:
+            # Linux shows the socket but not the process when another user owns it.
+            return "by a process of another user"
+        try:
+            name = psutil.Process(conn.pid).name()
+        except psutil.Error:
+            return f"by pid {conn.pid}"
+        return f"by pid {conn.pid}, {name}"
+    return "address already in use"
+
+
 def _bind_loopback(port: int) -> socket.socket:
     """Bind 127.0.0.1 only, never a wildcard address."""
     # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted
     # sockets whose proto says TCP, and without it every SSE reply waits
     # ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    # Lets a restarted tray take its port back at once while connections of
+    # the previous one linger in TIME_WAIT; a *listening* holder still wins.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
-    except OSError as exc:
+    except OSError:
         sock.close()
-        raise OSError(
-            exc.errno,
-            f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); set gateway.port to 0 or a free port",
-        ) from None
+        raise
     sock.listen(128)
     sock.setblocking(False)
     return sock

@@ -61,6 +61,15 @@ GATEWAY_KEYS: Final = ("port", "max_body_bytes")
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 #: The most ``gateway.max_body_bytes`` may say (a tool call is not a file upload).
 MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
+#: Where the gateway listens unless ``gateway.port`` says otherwise. Fixed, so
+#: the URL in a client's config survives every restart of mcp-tray (DESIGN
+#: 3.10). 28729 ("2" + TRAY on a phone keypad) is unassigned in the IANA
+#: registry (the block 28590-28999), below Linux's ephemeral range
+#: (32768-60999, so the kernel never hands it to an outgoing connection) and
+#: below Kubernetes' NodePort range (30000-32767), and no widely used local
+#: tool claims it. When it is taken anyway, the tray falls back to a free
+#: port and says so (core.serving.service).
+DEFAULT_GATEWAY_PORT: Final = 28729
 
 #: Server names become URL paths (/mcp/<name>) and log file names.
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -99,7 +108,8 @@ class ServerConfig:
 class GatewaySettings:
     """The ``gateway`` section: where clients reach mcp-tray, and what it accepts."""
 
-    port: int = 0
+    #: 0 means "any free port" (a new one at every start: HTTP snippets break).
+    port: int = DEFAULT_GATEWAY_PORT
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
@@ -112,6 +122,11 @@ class TrayConfig:
     @property
     def enabled(self) -> list[ServerConfig]:
         return [s for s in self.servers.values() if not s.disabled]
+
+
+def valid_server_name(name: str) -> bool:
+    """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
+    return bool(_NAME_RE.match(name))
 
 
 def empty_config(path: Path) -> TrayConfig:
@@ -273,7 +288,7 @@ class _Checker:
             raise self.error(
                 ["gateway"],
                 f"must be an object, got {_describe(raw)}",
-                fix='write "gateway": {"port": 0}',
+                fix=f'write "gateway": {{"port": {DEFAULT_GATEWAY_PORT}}}',
             )
         for key in raw:
             if key not in GATEWAY_KEYS:
@@ -282,12 +297,13 @@ class _Checker:
                     f"unknown key{did_you_mean(key, GATEWAY_KEYS)}",
                     fix="the gateway takes 'port' and 'max_body_bytes'",
                 )
-        port = raw.get("port", 0)
+        port = raw.get("port", DEFAULT_GATEWAY_PORT)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise self.error(
                 ["gateway", "port"],
                 f"must be a port number 0-65535, got {_describe(port)}",
-                fix="use 0 to let mcp-tray pick a free port",
+                fix=f"leave it out for the default ({DEFAULT_GATEWAY_PORT}), or use 0 for any "
+                "free port (clients reached over HTTP then need a new snippet after each restart)",
             )
         limit = raw.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         if (

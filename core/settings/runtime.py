@@ -14,21 +14,35 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from core import __version__
 from core.base.errors import AlreadyRunning, NotRunning
 from core.settings.paths import Paths
 
+#: The warning family of a gateway that could not listen on its configured
+#: port and fell back to another (the Warnings tab, /api/v1/warnings, doctor).
+PORT_TAKEN_FAMILY: Final = "port-taken"
+
 
 @dataclass(frozen=True)
 class RuntimeInfo:
     pid: int
+    #: Where the gateway listens now.
     port: int
     url: str
     version: str
     owner: str
     started_at: float
+    #: The ``gateway.port`` it was started with (0: any free port). Differs
+    #: from ``port`` when that port was taken at start, so the CLI can tell a
+    #: fallback from a config edit not yet applied.
+    configured_port: int = 0
+
+    @property
+    def fell_back(self) -> bool:
+        """Listening elsewhere than the fixed port it was configured for."""
+        return self.configured_port not in (0, self.port)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RuntimeInfo":
@@ -36,7 +50,16 @@ class RuntimeInfo:
         # The URL is rebuilt from the port, never read: whatever the file says,
         # the CLI and bridges send the token to loopback only.
         owner, started = str(data.get("owner", "")), float(data.get("started_at", 0.0))
-        return cls(int(data["pid"]), port, loopback_url(port), str(data["version"]), owner, started)
+        return cls(
+            int(data["pid"]),
+            port,
+            loopback_url(port),
+            str(data["version"]),
+            owner,
+            started,
+            # A file written before this field existed: no fallback known.
+            configured_port=int(data.get("configured_port", port)),
+        )
 
 
 class Instance:
@@ -60,7 +83,8 @@ class Instance:
             ) from None
         return cls(paths, handle)
 
-    def publish(self, port: int, owner: str) -> RuntimeInfo:
+    def publish(self, port: int, owner: str, configured_port: int | None = None) -> RuntimeInfo:
+        """Write the runtime file: where the CLI and bridges find this instance."""
         info = RuntimeInfo(
             pid=os.getpid(),
             port=port,
@@ -68,6 +92,7 @@ class Instance:
             version=__version__,
             owner=owner,
             started_at=time.time(),
+            configured_port=port if configured_port is None else configured_port,
         )
         _write_private(self.paths.runtime_file, json.dumps(asdict(info), indent=2))
         return info
