@@ -16,6 +16,35 @@ from core.base.snapshot import ServerSnapshot, TraySnapshot
 from core.base.states import BreakerState, ServerState
 
 ServerStats = tuple[int, int, int]
+#: Request methods a client may send (both eras): the only values the
+#: ``method`` label takes. Anything else counts as ``other``, or one client
+#: inventing method names would grow /metrics without bound.
+KNOWN_METHODS: Final = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+    }
+)
+OTHER_METHOD: Final = "other"
+#: Per-session children are named ``<server>@<session>``; the label keeps the server.
+PRIVATE_SEPARATOR: Final = "@"
 #: One family per server figure: name, type, help, and how to read it.
 _PER_SERVER: Final[
     tuple[
@@ -162,7 +191,10 @@ class Metrics:
         )
 
     def observe(self, server: str, method: str, seconds: float, ok: bool) -> None:
-        self.latency.labels(server=server, method=method).observe(seconds)
+        self.latency.labels(
+            server=server.split(PRIVATE_SEPARATOR, 1)[0],
+            method=method if method in KNOWN_METHODS else OTHER_METHOD,
+        ).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
