@@ -181,6 +181,34 @@ async def test_one_death_cutting_four_calls_is_one_breaker_failure(
     # ...but the server had one incident, so its breaker counts one.
     assert server.breaker.failures == 1
     assert breaker_state(server) is BreakerState.CLOSED
+    assert not any(isinstance(o, ExitedMidCall) and o.contained for o in outcomes)
+
+
+async def test_calls_failing_together_as_the_breaker_opens_move_it_once_and_are_contained(
+    echo: tuple[Supervisor, ManagedServer],
+) -> None:
+    supervisor, server = echo
+    moves: list[BreakerState] = []
+    supervisor.subscribe(
+        lambda event: (
+            moves.append(event.snapshot.breaker)
+            if event.kind is EventKind.BREAKER and event.snapshot is not None
+            else None
+        )
+    )
+    await crash_each_generation(supervisor, server, 2)
+    await wait_ready(server, generation=3)
+    calls = [
+        asyncio.ensure_future(supervisor.call_tool("echo", "slow_write", {"seconds": 5}))
+        for _ in range(3)
+    ]
+    crashing = asyncio.ensure_future(supervisor.call_tool("echo", "crash", {}))
+    outcomes = await asyncio.gather(*calls, crashing, return_exceptions=True)
+
+    assert breaker_state(server) is BreakerState.OPEN
+    # The server breaker holds this incident: no client session counts it.
+    assert all(isinstance(o, ExitedMidCall) and o.contained for o in outcomes), outcomes
+    assert moves == [BreakerState.OPEN]  # once, not once per call
 
 
 async def test_four_read_only_calls_cut_by_one_kill_are_answered_and_the_breaker_stays_closed(

@@ -134,6 +134,21 @@ def test_fast_fails_of_an_open_server_breaker_do_not_count(t: Table) -> None:
     assert session.tripped
 
 
+def test_the_failure_that_opened_the_server_breaker_is_the_servers_not_the_sessions(
+    t: Table,
+) -> None:
+    session = t.open("s1")
+    t.fail(session, 2, COUNTED["exited"])
+    opened = ExitedAgain("echo", 7, "killed by SIGKILL", LOG)
+    opened.contained = True  # the call path sets it when the server breaker is not closed
+
+    t.fail(session, 3, opened)
+
+    assert session.breaker.consecutive_failures == 2
+    assert not session.tripped
+    assert session.last_error == str(opened)
+
+
 def test_a_refused_request_of_a_tripped_session_is_a_request_but_not_another_failure(
     t: Table,
 ) -> None:

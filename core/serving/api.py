@@ -88,11 +88,18 @@ class GuardMiddleware:
     """Loopback Host/Origin and the bearer token, before anything else runs."""
 
     def __init__(
-        self, app: ASGIApp, token: Callable[[], str], open_paths: tuple[str, ...] = ()
+        self,
+        app: ASGIApp,
+        token: Callable[[], str],
+        open_paths: tuple[str, ...] = (),
+        on_trusted: Callable[[tuple[str, int] | None], None] | None = None,
     ) -> None:
         self.app = app
         self._token = token
         self._open_paths = open_paths
+        #: Told the peer of every request that presented the token (the
+        #: connection cap sheds the others first: core.serving.http_guard).
+        self._on_trusted = on_trusted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -122,6 +129,9 @@ class GuardMiddleware:
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
+            if self._on_trusted is not None:
+                client = scope.get("client")
+                self._on_trusted(tuple(client) if client else None)
         await self.app(scope, receive, send)
 
 
@@ -259,6 +269,10 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
     ]
 
 
-def build_app(routes: list[BaseRoute], token: Callable[[], str]) -> ASGIApp:
+def build_app(
+    routes: list[BaseRoute],
+    token: Callable[[], str],
+    on_trusted: Callable[[tuple[str, int] | None], None] | None = None,
+) -> ASGIApp:
     app = Starlette(routes=routes)
-    return GuardMiddleware(app, token)
+    return GuardMiddleware(app, token, on_trusted=on_trusted)

@@ -28,6 +28,14 @@ from core.registry.worker_watch import WorkerWatch
 from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
+from core.serving.http_guard import (
+    AcceptErrorThrottle,
+    ConnectionGuard,
+    HttpLimits,
+    connection_cap,
+    guarded_protocol,
+    raise_file_limit,
+)
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
 from core.serving.sessions import ClientSession, SessionTable
@@ -57,6 +65,7 @@ class TrayService:
         *,
         timing: Timing | None = None,
         watch_config: bool = True,
+        limits: HttpLimits | None = None,
     ) -> None:
         self.config = config
         self.watch_config = watch_config
@@ -108,6 +117,9 @@ class TrayService:
         self._sock: socket.socket | None = None
         #: Why the gateway does not listen on its configured port (one line), else None.
         self.port_notice: str | None = None
+        self.limits = limits or HttpLimits()
+        self.connections: ConnectionGuard | None = None
+        self._accept_errors: AcceptErrorThrottle | None = None
 
     @property
     def url(self) -> str:
@@ -209,9 +221,17 @@ class TrayService:
             # The MCP Inspector rewrites any URL that does not end in /mcp.
             Route("/{server}/mcp", self.gateway),
         ]
-        app = build_app(routes, lambda: self.token)
+        guard = ConnectionGuard(
+            self.limits, connection_cap(self.limits.max_connections, raise_file_limit())
+        )
+        self.connections = guard
+        loop = asyncio.get_running_loop()
+        self._accept_errors = AcceptErrorThrottle(loop.get_exception_handler())
+        loop.set_exception_handler(self._accept_errors)
+        app = build_app(routes, lambda: self.token, on_trusted=guard.trust)
         config = uvicorn.Config(
             app,
+            http=guarded_protocol(guard),
             log_level="warning",
             lifespan="off",
             access_log=False,
@@ -239,6 +259,11 @@ class TrayService:
             # uvicorn closed it if it served; if start failed before, nobody did.
             self._sock.close()
             self._sock = None
+        if self._accept_errors is not None:
+            loop = asyncio.get_running_loop()
+            if loop.get_exception_handler() is self._accept_errors:
+                loop.set_exception_handler(self._accept_errors.previous)
+            self._accept_errors = None
         await self.watcher.aclose()
         await self.stats.aclose()
         await self.gateway.aclose()

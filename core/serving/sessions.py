@@ -3,7 +3,10 @@
 A session counts its consecutive non-retryable failures: a call path that
 ended in an error of DESIGN 3.3/3.4 (the child exited, exited again, exited
 mid-call, broke the protocol) or a parked server. Fast-fails of an open
-server breaker are neither: they leave the count where it was.
+server breaker are neither: they leave the count where it was; and so does
+the failure that opened the server breaker (or came while it was open): a
+server dying over and over is one incident, which the server breaker
+contains, not a reason to block every session that happened to call.
 A success of any kind resets the count; a tool result with ``isError`` is a
 success here (the server answered). At ``SESSION_BREAKER_THRESHOLD`` the
 session trips: its requests are answered at once with the reset hint and
@@ -128,6 +131,11 @@ class SessionTable:
         session.requests += 1
         session.last_error = str(error)
         if not isinstance(error, COUNTED_FAILURES):
+            return
+        if isinstance(error, TransportFailure) and error.contained:
+            # The server breaker opened on this incident and holds it now: it
+            # stops the respawns, so the session has nothing to stop.
+            self._changed(f"{session.id} failed (the server breaker holds it)")
             return
         if session.breaker.failure():
             self._release(session)

@@ -29,7 +29,7 @@ from core.base.errors import (
     TransportFailure,
     UpstreamError,
 )
-from core.base.states import ServerState
+from core.base.states import BreakerState, ServerState
 from core.protocol.eras import (
     INPUT_REQUIRED,
     LATEST_MODERN_VERSION,
@@ -116,7 +116,6 @@ class CallPath:
             # Refused before anything was sent: counted, never spawned for.
             server.failures += 1
             raise refusal
-        before = breaker.state
         call_id = server.routing.open_call(caller)
         started = time.perf_counter()
         try:
@@ -126,12 +125,15 @@ class CallPath:
             server.call_done(method, started, ok=False)
             if isinstance(exc, TransportFailure):
                 breaker.failure(str(exc), incident=exc.generation)
+                # Once the server breaker holds the incident, it is the server's,
+                # not the session's (core.serving.sessions does not count it).
+                exc.contained = breaker.state is not BreakerState.CLOSED
             elif isinstance(exc, UpstreamError):
                 breaker.success()
             else:
                 breaker.neutral()
             server.last_error = str(exc)
-            server.breaker_moved(before)
+            server.breaker_moved()
             raise
         except BaseException:
             breaker.neutral()
@@ -139,7 +141,7 @@ class CallPath:
         finally:
             server.routing.close_call(call_id)
         breaker.success()
-        server.breaker_moved(before)
+        server.breaker_moved()
         server.routing.remember(method, params)
         server.call_done(method, started, ok=True)
         return result

@@ -73,6 +73,7 @@ class ManagedServer:
         self.budget = budget or RapidDropBudget()
         self.backoff = backoff or Backoff(initial=timing.backoff_initial, cap=timing.backoff_cap)
         self.breaker = breaker or ServerBreaker(clock)
+        self._breaker_published = self.breaker.state
         self.env_resolver = env_resolver or (lambda cfg: cfg.env)
         self.state = S.STOPPED
         self.generation = 0
@@ -173,11 +174,17 @@ class ManagedServer:
 
     # ------------------------------------------------------------- breaker
 
-    def breaker_moved(self, before: BreakerState) -> None:
-        """Log and publish a breaker change; an open breaker half-opens on the clock."""
+    def breaker_moved(self) -> None:
+        """Log and publish a breaker change; an open breaker half-opens on the clock.
+
+        Compared with the state last published, not with what each caller saw
+        before its call: four calls cut by one death move the breaker once.
+        """
         after = self.breaker.state
+        before = self._breaker_published
         if after is before:
             return
+        self._breaker_published = after
         self.log(f"breaker {before.value} -> {after.value}")
         self.publish(EventKind.BREAKER)
         if self._half_open_timer is not None:
@@ -191,7 +198,7 @@ class ManagedServer:
         # subscribers the moment the cooldown ends, like every other move.
         await self.clock.sleep(self.breaker.retry_in())
         self._half_open_timer = None
-        self.breaker_moved(BreakerState.OPEN)
+        self.breaker_moved()
 
     # ------------------------------------------------------------- lifecycle
 
@@ -260,9 +267,8 @@ class ManagedServer:
     def _relaunch_now(self) -> None:
         # A person asked for a fresh child (respawn, config edit): calls must
         # reach it now, not after the cooldown the old one earned.
-        before = self.breaker.state
         self.breaker.reset()
-        self.breaker_moved(before)
+        self.breaker_moved()
         if self.state is S.PARKED:
             # Woken by the user or a config change: one more unproven drop re-parks.
             self.budget.grant_one()

@@ -1,0 +1,219 @@
+"""Limits on the local HTTP server, so a local process without the token cannot starve it.
+
+uvicorn times out idle keep-alive connections between requests, but not a
+connection that never sends a request, nor one that sends half of one; and
+it has no cap on connections short of the process's file limit, where
+accept() starts failing for everyone (``mcp-tray status`` included) and
+asyncio logs a traceback per failed accept. This module adds, around
+uvicorn's own httptools protocol:
+
+- a read deadline: a request must arrive complete (head and body) within
+  ``read_seconds`` of its first byte, and a new connection must send one
+  within ``read_seconds`` of opening;
+- a connection cap below the file limit: past it, the oldest connection
+  that never presented the token is shed first, then the oldest idle one;
+  a new connection is refused only when every open one is busy and trusted;
+- accept errors (EMFILE and the like) logged once a minute with a count
+  instead of a traceback each time.
+
+"Trusted" is decided by the control API's guard (core.serving.api): it
+calls ``ConnectionGuard.trust`` with the peer address of every request that
+passed the token check, and on loopback a peer address names one connection.
+"""
+
+import asyncio
+import logging
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+logger = logging.getLogger(__name__)
+
+#: A request must be read completely within this long of its first byte
+#: (and a new connection must start one within this long). Loopback clients
+#: send a whole MCP message in microseconds; ten seconds is generous.
+READ_SECONDS: Final = 10.0
+#: Most connections served at once. Bridges and HTTP clients hold one or
+#: two each; hundreds of clients on one desktop is already unusual.
+MAX_CONNECTIONS: Final = 512
+#: File descriptors kept for everything else (children's pipes and pidfds,
+#: log files, the registry) when the cap is derived from a low file limit.
+RESERVED_FDS: Final = 256
+#: Repeated accept errors are summarised at most this often.
+ACCEPT_ERROR_LOG_SECONDS: Final = 60.0
+
+Peer = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    read_seconds: float = READ_SECONDS
+    max_connections: int = MAX_CONNECTIONS
+
+
+def raise_file_limit() -> int:
+    """Raise the soft file limit to the hard one (desktops default to 1,024); the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+        except (ValueError, OSError):
+            return soft
+    return soft
+
+
+def connection_cap(wanted: int, file_limit: int) -> int:
+    """``wanted``, lowered so connections can never use up the process's file limit."""
+    return max(16, min(wanted, file_limit - RESERVED_FDS))
+
+
+@dataclass
+class ConnectionGuard:
+    """What every connection of one server shares: the cap, trust, and shedding."""
+
+    limits: HttpLimits
+    cap: int
+    clock: Callable[[], float] = time.monotonic
+    open: dict["GuardedProtocol", float] = field(default_factory=dict)
+    trusted: set[Peer] = field(default_factory=set)
+    shed: int = 0
+    refused: int = 0
+
+    def trust(self, peer: Peer | None) -> None:
+        """A request from ``peer`` presented the token: its connection is shed last."""
+        if peer is not None:
+            self.trusted.add(peer)
+
+    def admit(self, newcomer: "GuardedProtocol") -> bool:
+        """Room for ``newcomer``, shedding someone if needed; False when it must go."""
+        if len(self.open) >= self.cap:
+            victim = self._victim()
+            if victim is None:
+                self.refused += 1
+                return False
+            self.shed += 1
+            # Out of the count now: its connection_lost comes a loop turn later.
+            del self.open[victim]
+            victim.close_now()
+        self.open[newcomer] = self.clock()
+        return True
+
+    def left(self, protocol: "GuardedProtocol") -> None:
+        self.open.pop(protocol, None)
+        if protocol.client is not None:
+            self.trusted.discard(protocol.client)
+
+    def _victim(self) -> "GuardedProtocol | None":
+        by_age = sorted(self.open, key=self.open.__getitem__)
+        untrusted = [p for p in by_age if p.client not in self.trusted]
+        for candidate in untrusted:
+            return candidate
+        for candidate in by_age:
+            if candidate.idle:
+                return candidate
+        return None
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with ``guard``'s deadline and cap (for ``Config(http=...)``)."""
+    return type("GuardedHttpProtocol", (GuardedProtocol,), {"guard": guard})
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    guard: ConnectionGuard
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._reading = False
+
+    @property
+    def idle(self) -> bool:
+        """Between requests (or before the first): nothing is lost by closing it."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if not self.guard.admit(self):
+            transport.abort()
+            return
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.guard.left(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.idle:
+            self._arm()  # the first byte of the next request on a kept-alive connection
+        super().data_received(data)
+
+    def on_message_complete(self) -> None:
+        self._disarm()  # read in full: from here on it is the server's turn
+        super().on_message_complete()
+
+    def close_now(self) -> None:
+        self._disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.guard.limits.read_seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self.transport is not None and not self.transport.is_closing():
+            # No reply: a client that needed this long is not one we serve.
+            self.transport.abort()
+
+
+class AcceptErrorThrottle:
+    """An asyncio exception handler that summarises accept() failures once a minute."""
+
+    PREFIX: Final = "socket.accept() out of system resource"
+
+    def __init__(
+        self,
+        previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None,
+        clock: Callable[[], float] = time.monotonic,
+        every: float = ACCEPT_ERROR_LOG_SECONDS,
+    ) -> None:
+        self.previous = previous
+        self._clock = clock
+        self._every = every
+        self._last: float | None = None
+        self.count = 0
+        self.unreported = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not str(context.get("message", "")).startswith(self.PREFIX):
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self.count += 1
+        self.unreported += 1
+        now = self._clock()
+        if self._last is None or now - self._last >= self._every:
+            logger.warning(
+                "the local HTTP server cannot accept connections (%s); %d time(s) since the "
+                "last report. Too many open connections? mcp-tray keeps supervising meanwhile",
+                context.get("exception"),
+                self.unreported,
+            )
+            self._last = now
+            self.unreported = 0
