@@ -4,20 +4,35 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two stamps, each newer than pyproject.toml once its install is done:
+# RUN_STAMP, mcp-tray and what running it needs (`make run`);
+# DEV_STAMP, the dev extras too (`make test`). Installing the dev extras
+# installs the runtime as well, so it renews both: `make run` after
+# `make test` installs nothing, `make test` after `make run` adds the extras.
+RUN_STAMP := $(VENV)/.stamp-run
+DEV_STAMP := $(VENV)/.stamp-dev
 DEMO := resources/demo/config.json
 
-.PHONY: run test lint bench bundle clean
+.PHONY: run test lint bench conformance bundle clean
 
-$(STAMP): pyproject.toml
+# The venv, made once (and pip brought up to date then).
+define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-tray needs Python 3.11 or newer; set PYTHON=python3.11")'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@test -x $(BIN)/python || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet --upgrade pip; }
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(make_venv)
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUN_STAMP)
+
+$(DEV_STAMP): pyproject.toml
+	$(make_venv)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(DEV_STAMP) $(RUN_STAMP)
 
 # The tray on the bundled demo servers; headless when there is no display.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
 		exec $(BIN)/mcp-tray run --config $(DEMO); \
 	else \
@@ -25,7 +40,7 @@ run: $(STAMP)
 		exec $(BIN)/mcp-tray run --headless --config $(DEMO); \
 	fi
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -34,19 +49,19 @@ lint: $(STAMP)
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/registry.py
 
 # The official MCP conformance suite's server scenarios, direct vs through the
 # gateway (bench/conformance.py). Not part of `test`: it downloads the suite
 # and Node 22 from npm into .conformance/ on first use.
-conformance: $(STAMP)
+conformance: $(DEV_STAMP)
 	$(BIN)/python bench/conformance.py
 
 # The one-folder desktop bundle dist/mcp-tray/ (PyInstaller), then its smoke
 # test. Not part of `test`: it downloads PyInstaller and takes a minute or two.
-bundle: $(STAMP)
+bundle: $(RUN_STAMP)
 	$(BIN)/python -m pip install -q -e '.[bundle]'
 	$(BIN)/pyinstaller --noconfirm --distpath dist --workpath build packaging/mcp-tray.spec
 	sh packaging/smoke_test.sh dist/mcp-tray/mcp-tray $(DEMO)

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Smoke test of the one-folder bundle (`make bundle` runs it).
+# Smoke test of the one-folder bundle (`make bundle` runs it), or of any
+# installed `mcp-tray` launcher (a wheel installed in a venv, pipx, uv tool).
 #
-#   sh packaging/smoke_test.sh [BUNDLE_LAUNCHER] [CONFIG]
+#   sh packaging/smoke_test.sh [LAUNCHER] [CONFIG]
 #
-# The bundle prints its version; install-desktop writes and removes its files
+# The launcher prints its version; install-desktop writes and removes its files
 # (under a temporary XDG home); `run --headless` on the demo config answers
 # `status --json` with every server ready (the demo servers are Python scripts
 # that the bundle's launcher runs itself, see packaging/entry.py) and a tool
@@ -35,7 +36,7 @@ echo "== $BUNDLE --version"
 echo "== install-desktop --autostart, then --uninstall (XDG dirs in $work)"
 XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --autostart
 grep "^Exec=" "$work/data/applications/mcp-tray.desktop" | grep -qF "$(cd "$(dirname "$BUNDLE")" && pwd)/mcp-tray" \
-    || fail "the desktop entry's Exec is not the bundle's launcher"
+    || fail "the desktop entry's Exec is not $BUNDLE"
 XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --uninstall
 
 echo "== run --headless --config $CONFIG"

@@ -3,7 +3,14 @@
 Strategy: start `mcp-tray run --headless` as a subprocess under a private
 MCP_TRAY_HOME, drive it with the real CLI (python -m core.cli.main) and check
 stdout, stderr and exit codes; kill it with SIGTERM and SIGKILL and look for
-leftover processes with psutil.
+leftover processes with psutil. Hostile input (bad numbers, names no config
+can hold, a FIFO as the config, a damaged registry file written by the test,
+empty stdin) must give one line on stderr and an exit code from the
+documented set, never a traceback. Every process runs with keyring's "fail"
+backend, so no test touches the real OS keyring and the API token lives in
+its 0600 file; tests that need a working keyring use tests/fake_keyring.
+Two seams run in-process: a handler that fails like a bug, and an API peer
+that hangs up.
 """
 
 import json
@@ -12,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,18 +28,44 @@ from typing import Any
 import psutil
 import pytest
 
-from core.cli.main import SETTLE_SECONDS, action_settled
+from core.base.errors import CommandError
+from core.cli import main as cli_main
+from core.cli.control_client import ControlClient
+from core.cli.main import MAX_SECONDS, SETTLE_SECONDS, action_settled
+from core.registry.records import ROLE_BRIDGE
+from core.registry.store import WorkerRegistry
+from core.serving.api import MAX_CALL_TIMEOUT_SECONDS
 from core.settings.paths import Paths, default_paths
+from core.settings.runtime import RuntimeInfo
+from core.settings.secrets import KEYRING_SERVICE
 from core.supervision.run import START_TIMEOUT_SECONDS
 from core.supervision.sweep import sweep_leftovers
 from tests.cli_support import run_mcp_tray, run_python
 from tests.conftest import ECHO, GRANDCHILD, python_server, wait_until_sync
 from tests.conftest import process_alive as alive
+from tests.fake_keyring import FileKeyring
+
+#: keyring's backend that is never usable: the token falls back to its file.
+NO_KEYRING = "keyring.backends.fail.Keyring"
 
 
 def home_env(home: Path) -> dict[str, str]:
-    """Our environment, with mcp-tray's home at ``home``."""
-    return dict(os.environ, MCP_TRAY_HOME=str(home))
+    """Our environment, with mcp-tray's home at ``home`` and no OS keyring."""
+    return dict(os.environ, MCP_TRAY_HOME=str(home), PYTHON_KEYRING_BACKEND=NO_KEYRING)
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """``home_env`` without any other MCP_TRAY_* variable (the doctor would report it)."""
+    env = {k: v for k, v in home_env(home).items() if not k.startswith("MCP_TRAY_")}
+    return env | {"MCP_TRAY_HOME": str(home)} | extra
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The single line a failing command printed on stderr (and no traceback)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
 
 
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -131,8 +165,26 @@ def headless(tmp_path: Path) -> Iterator[Any]:
         ('{"mcpServers": {"a": {"command": ["npx"]}}}', "must be a non-empty string"),
         ('{"mcpServers": {"a": {"command": "x", "enviroment": {}}}}', "unknown key"),
         ("", "the file is empty"),
+        ('{"mcpServers": {"a": {"command": "x", "keepalive_seconds": NaN}}}', "NaN"),
+        ('{"mcpServers": ' + "[" * 1000 + "]" * 1000 + "}", "nested deeper than"),
+        ('{"mcpServers": {"a": {"command": "x\\u0000"}}}', "NUL character"),
+        ('{"mcpServers": {"a": {"command": "\\ud800"}}}', "lone surrogate"),
+        ('{"mcpServers": {"a\\n": {"command": "x"}}}', "a server name may hold only"),
+        ('{"mcpServers": {"a": {"command": "x", "env": {"A=B": "1"}}}}', "no '='"),
     ],
-    ids=["invalid-json", "missing-command", "wrong-type", "unknown-key", "empty-file"],
+    ids=[
+        "invalid-json",
+        "missing-command",
+        "wrong-type",
+        "unknown-key",
+        "empty-file",
+        "nan",
+        "deep-nesting",
+        "nul",
+        "lone-surrogate",
+        "newline-in-name",
+        "equals-in-env-name",
+    ],
 )
 def test_a_bad_config_exits_2_with_one_clear_message(
     tmp_path: Path, text: str, expected: str
@@ -321,6 +373,10 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
     all_reset = cli(tray.home, "reset", "--all")
     assert all_reset.returncode == 0 and "reset 0 tripped" in all_reset.stdout
 
+    table = cli(tray.home, "sessions").stdout.splitlines()
+    assert table[0].split() == ["SESSION", "CLIENT", "SERVER", "REQUESTS", "FAILURES", "BREAKER"]
+    assert table[1].split()[:3] == [session, "Cursor", "ghost"]
+
 
 def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: Any) -> None:
     tray = headless({"mcpServers": {}})
@@ -493,3 +549,312 @@ def test_an_action_is_settled_once_the_server_left_where_it_began(
     verb: str, row: dict[str, Any], settled: bool
 ) -> None:
     assert action_settled(verb, 1, row) is settled
+
+
+# ------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "oversized"])
+def test_a_config_that_is_no_regular_file_or_too_big_exits_2_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    config = tmp_path / "config.json"
+    if kind == "fifo":
+        os.mkfifo(config)  # no writer: an open() without O_NONBLOCK would wait forever
+        expected = "named pipe (FIFO)"
+    elif kind == "device":
+        config = Path("/dev/zero")  # a read of it never ends
+        expected = "character device"
+    elif kind == "folder":
+        config.mkdir()
+        expected = "a folder"
+    else:
+        config.write_bytes(b'{"mcpServers": {}}' + b" " * (2 * 1024 * 1024))
+        expected = "more than a config may be (1048576 bytes, 1 MiB)"
+
+    result = cli(tmp_path / "home", "run", "--headless", "--config", str(config), timeout=30)
+
+    assert result.returncode == 2
+    line = one_line(result)
+    assert str(config) in line and expected in line and "Fix:" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["call", "a", "b", "--timeout", "nan"],
+        ["call", "a", "b", "--timeout", "inf"],
+        ["call", "a", "b", "--timeout", "-1"],
+        ["call", "a", "b", "--timeout", "0"],
+        ["call", "a", "b", "--timeout", "1e309"],
+        ["call", "a", "b", "--timeout", "86401"],
+        ["start", "a", "--wait", "nan"],
+        ["respawn", "a", "--wait", "inf"],
+        ["start", "a", "--wait", "-1"],
+        ["logs", "a", "-n", "0"],
+        ["logs", "a", "-n", "-5"],
+        ["logs", "a", "-n", "1e3"],
+        ["frobnicate"],
+        ["call"],
+    ],
+    ids=lambda args: " ".join(args),
+)
+def test_a_bad_number_or_usage_exits_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    result = cli(tmp_path / "home", *args)
+    assert result.returncode == 2
+    assert "--help" in one_line(result)
+
+
+def test_the_cli_refuses_call_timeouts_the_api_would_refuse() -> None:
+    assert MAX_SECONDS == MAX_CALL_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["call", "a b", "echo"],
+        ["respawn", "../etc"],
+        ["start", "echo\n"],
+        ["logs", "../../etc/passwd"],
+        ["connect", "a/b"],
+    ],
+    ids=["space", "slash", "newline", "path", "connect"],
+)
+def test_a_name_no_config_can_hold_is_refused_before_it_reaches_a_url_or_a_path(
+    tmp_path: Path, args: list[str]
+) -> None:
+    result = cli(tmp_path / "home", *args)
+    assert result.returncode == 2
+    assert "is not a server name" in one_line(result)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"x": NaN}', "NaN is not JSON"),
+        ('{"x": -Infinity}', "-Infinity is not JSON"),
+        ('{"x": ' + "[" * 10_000 + "]" * 10_000 + "}", "nested too deeply"),
+        ('{"x": ' + "9" * 5000 + "}", "thousands of digits"),
+    ],
+    ids=["nan", "infinity", "deep", "huge-number"],
+)
+def test_call_arguments_that_are_not_plain_json_exit_2(
+    tmp_path: Path, arguments: str, expected: str
+) -> None:
+    result = cli(tmp_path / "home", "call", "echo", "echo", "--args", arguments)
+    assert result.returncode == 2
+    assert expected in one_line(result)
+
+
+def test_secret_set_says_the_keyring_is_unusable_before_it_reads_a_value(tmp_path: Path) -> None:
+    result = run_mcp_tray(home_env(tmp_path / "home"), "secret", "set", "gh", stdin="s3cret\n")
+    assert result.returncode == 1
+    assert "the OS keyring is not usable" in one_line(result)
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_secret_set_reads_stdin_that_is_not_a_terminal_and_refuses_an_empty_one(
+    tmp_path: Path, fake_keyring: FileKeyring
+) -> None:
+    env = dict(os.environ, MCP_TRAY_HOME=str(tmp_path / "home"))  # the test keyring's variables
+
+    empty = run_mcp_tray(env, "secret", "set", "gh", stdin="")
+    piped = run_mcp_tray(env, "secret", "set", "gh", stdin="s3cret\n")
+    again = run_mcp_tray(env, "secret", "set", "gh", stdin="other")
+    bad_name = run_mcp_tray(env, "secret", "set", "gh\nx", stdin="v")
+
+    assert empty.returncode == 2
+    assert "gave an empty value, so nothing was stored" in one_line(empty)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith("stored 'gh'")
+    assert again.returncode == 0 and again.stdout.startswith("replaced 'gh'")
+    assert fake_keyring.get_password(KEYRING_SERVICE, "gh") == "other"
+    assert bad_name.returncode == 2
+    assert "is not a usable secret name" in one_line(bad_name)
+
+
+def write_default_config(home: Path, servers: dict[str, Any]) -> None:
+    paths = default_paths({"MCP_TRAY_HOME": str(home)})
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text(json.dumps({"mcpServers": servers}))
+
+
+def test_doctor_exits_1_on_a_literal_secret_in_the_config(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_default_config(home, {"gh": {"command": "x", "env": {"GITHUB_TOKEN": "ghp_123"}}})
+
+    result = run_mcp_tray(clean_env(home), "doctor")
+    report = json.loads(run_mcp_tray(clean_env(home), "doctor", "--json").stdout)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith("secret-literal: server 'gh' has a literal value")
+    assert "ghp_123" not in result.stdout
+    assert report["ok"] is False
+    assert [(w["family"], w["hard"]) for w in report["warnings"]] == [("secret-literal", True)]
+
+
+def test_doctor_shows_a_token_kept_in_a_file_as_information_and_exits_0(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    paths = default_paths({"MCP_TRAY_HOME": str(home)})
+    paths.token_file.parent.mkdir(parents=True)
+    paths.token_file.write_text("t0k\n")
+
+    result = run_mcp_tray(clean_env(home), "doctor")
+    report = json.loads(run_mcp_tray(clean_env(home), "doctor", "--json").stdout)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "no problems found"
+    assert lines[1].startswith(f"info: token-storage: the API token is kept in {paths.token_file}")
+    assert report["ok"] is True and report["warnings"] == []
+    assert [note["family"] for note in report["info"]] == ["token-storage"]
+
+
+def damage(registry_file: Path, how: str) -> None:
+    """A registry file sqlite cannot use: garbage, or a real one with a page overwritten."""
+    registry_file.parent.mkdir(parents=True, exist_ok=True)
+    if how == "garbage":
+        registry_file.write_bytes(b"this is no sqlite file\n" * 500)
+        return
+    with WorkerRegistry(registry_file) as registry:
+        for index in range(200):
+            registry.register(
+                worker_identity=f"worker-{index}-" + "x" * 40,
+                client_name="cursor",
+                session_id=f"s{index}",
+                role=ROLE_BRIDGE,
+            )
+    data = bytearray(registry_file.read_bytes())
+    data[4096:8192] = b"\xff" * 4096  # the table's root page, past the readable header
+    registry_file.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["garbage", "overwritten-page"])
+def test_a_damaged_registry_is_one_line_with_its_fix_for_workers_and_doctor(
+    tmp_path: Path, how: str
+) -> None:
+    home = tmp_path / "home"
+    registry_file = default_paths({"MCP_TRAY_HOME": str(home)}).registry_file
+    damage(registry_file, how)
+    before = registry_file.read_bytes()
+
+    workers = run_mcp_tray(clean_env(home), "workers")
+    doctor = run_mcp_tray(clean_env(home), "doctor")
+
+    assert workers.returncode == 1
+    line = one_line(workers)
+    assert str(registry_file) in line and "move it aside" in line
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert "Traceback" not in doctor.stderr
+    assert doctor.stdout.startswith("registry: worker registry")
+    assert str(registry_file) in doctor.stdout and "move it aside" in doctor.stdout
+    assert registry_file.read_bytes() == before  # left untouched
+
+
+def test_logs_of_an_unknown_server_say_so_and_list_the_configured_ones(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_default_config(home, {"echo": python_server(ECHO), "notes": {"command": "x"}})
+
+    unknown = cli(home, "logs", "nosuch")
+    silent = cli(home, "logs", "echo")
+
+    assert unknown.returncode == 1
+    assert "no such server 'nosuch'" in one_line(unknown)
+    assert "echo, notes" in unknown.stderr
+    assert silent.returncode == 1
+    assert "no log yet for server 'echo'" in one_line(silent)
+
+
+def test_status_and_doctor_show_the_trays_token_file_as_information_not_a_warning(
+    headless: Any,
+) -> None:
+    # Any free port: a tray elsewhere on the default one would add a port-taken warning.
+    tray = headless({"gateway": {"port": 0}, "mcpServers": {"echo": python_server(ECHO)}})
+    tray.wait_state("echo", "ready")
+
+    status = cli(tray.home, "status")
+    as_json = tray.status()
+    doctor = run_mcp_tray(clean_env(tray.home), "doctor")
+
+    assert "info: token-storage: the API token is kept in" in status.stdout
+    assert "warning" not in status.stdout
+    assert as_json["warnings"] == []
+    assert [note["family"] for note in as_json["info"]] == ["token-storage"]
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert doctor.stdout.splitlines()[0] == "no problems found"
+    assert doctor.stdout.count("info: token-storage:") == 1
+
+
+def test_a_fifo_renamed_onto_a_running_trays_config_is_refused_and_sigterm_still_stops_it(
+    headless: Any, tmp_path: Path
+) -> None:
+    tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
+    pid = tray.wait_state("echo", "ready")["pid"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    os.replace(fifo, tray.config_path)
+
+    def refused() -> str | None:
+        error = cli(tray.home, "status", "--json")
+        data = json.loads(error.stdout) if error.returncode == 0 else {}
+        return data.get("config_error")
+
+    error = tray.wait_for(refused, "the FIFO refused")
+    doctor = run_mcp_tray(clean_env(tray.home), "doctor")
+    assert "named pipe (FIFO), not a regular file" in error
+    assert tray.status()["servers"][0]["pid"] == pid
+    assert doctor.returncode == 1
+    assert "config-error: the running mcp-tray refused the last edit" in doctor.stdout
+
+    tray.proc.send_signal(signal.SIGTERM)
+    assert tray.proc.wait(timeout=20) == 0
+    assert not alive(pid)
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_TRAY_HOME", str(tmp_path / "home"))
+
+    def broken(args: Any, paths: Paths) -> int:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setitem(cli_main._HANDLERS, "token", broken)
+
+    assert cli_main.main(["token"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    crash_log = default_paths().log_dir / cli_main.CRASH_LOG
+    assert err == [
+        "mcp-tray: unexpected error (RuntimeError: simulated bug); please report it with "
+        f"the traceback in {crash_log}"
+    ]
+    assert "Traceback" in crash_log.read_text() and "simulated bug" in crash_log.read_text()
+
+
+def test_a_tray_that_hangs_up_without_answering_is_one_line_exit_1(tmp_path: Path) -> None:
+    paths = default_paths({"MCP_TRAY_HOME": str(tmp_path / "home")})
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        info = RuntimeInfo(
+            pid=1,
+            port=port,
+            url=f"http://127.0.0.1:{port}",
+            version="0",
+            owner="test",
+            started_at=0.0,
+        )
+        client = ControlClient(paths, info, "t0k", timeout=30)
+
+        def hang_up() -> None:
+            peer, _ = server.accept()
+            peer.recv(65536)
+            peer.close()
+
+        thread = threading.Thread(target=hang_up)
+        thread.start()
+        with pytest.raises(CommandError) as caught:
+            client.request("GET", "/api/v1/status")
+        thread.join()
+
+    assert caught.value.code == 1
+    assert f"the connection to mcp-tray (pid 1, port {port}) failed" in str(caught.value)

@@ -1,17 +1,29 @@
 """Config loading: the mcpServers shape in, frozen dataclasses out, clear errors otherwise.
 
-Strategy: write real files to tmp_path and load them; each bad input must
-give one error naming the file, the line or key, and a fix.
+Strategy: write real files to tmp_path (and a real FIFO, /dev/zero, a
+folder) and load them; each bad input, hostile ones included (NaN, NUL,
+lone surrogates, deep nesting, huge files), must give one error on one line
+naming the file, the line or key, and a fix. Generated input is in
+tests/test_fuzz_config.py.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from core.base.errors import ConfigError
-from core.settings.config import DEFAULT_GATEWAY_PORT, ServerConfig, load_config
+from core.settings.config import (
+    DEFAULT_GATEWAY_PORT,
+    MAX_CONFIG_BYTES,
+    MAX_KEEPALIVE_SECONDS,
+    MAX_NESTING,
+    ServerConfig,
+    load_config,
+    valid_server_name,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -172,3 +184,188 @@ def test_a_bad_gateway_port_names_the_key_and_the_default(tmp_path: Path) -> Non
         assert error.line == 2
         assert f"default ({DEFAULT_GATEWAY_PORT})" in error.fix
         assert "0 for any free port" in error.fix
+
+
+# ------------------------------------------------------- hostile input
+
+
+def one_line(error: ConfigError) -> str:
+    """The error's text, checked to be the single line a user reads."""
+    text = str(error)
+    assert "\n" not in text and "\r" not in text, text
+    assert text.isprintable(), text
+    assert "Fix:" in text
+    return text
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "shown"),
+    [
+        ('"keepalive_seconds": NaN', "mcpServers.a.keepalive_seconds", "NaN"),
+        ('"keepalive_seconds": Infinity', "mcpServers.a.keepalive_seconds", "Infinity"),
+        ('"keepalive_seconds": 1e999', "mcpServers.a.keepalive_seconds", "Infinity"),
+        ('"args": ["x", -Infinity]', "mcpServers.a.args[1]", "-Infinity"),
+        ('"env": {"A": NaN}', "mcpServers.a.env.A", "NaN"),
+    ],
+)
+def test_nan_and_infinity_are_refused_wherever_they_appear(
+    tmp_path: Path, entry: str, key: str, shown: str
+) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {\n"a": {"command": "x", ' + entry + "}}}")
+    assert error.key == key
+    assert error.line == 2
+    assert f"{shown} is not a usable number" in one_line(error)
+    assert "finite" in error.fix
+
+
+def test_nan_in_the_gateway_section_is_refused_too(tmp_path: Path) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {}, "gateway": {"port": NaN}}')
+    assert error.key == "gateway.port"
+
+
+@pytest.mark.parametrize("value", ["1e9", "9" * 400, "4.9", "-30"])
+def test_a_keepalive_outside_its_bounds_is_refused_with_both_bounds(
+    tmp_path: Path, value: str
+) -> None:
+    error = error_for(
+        tmp_path, '{"mcpServers": {"a": {"command": "x", "keepalive_seconds": ' + value + "}}}"
+    )
+    assert error.key == "mcpServers.a.keepalive_seconds"
+    assert f"from 5 to {MAX_KEEPALIVE_SECONDS:g}" in one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        ('"command": "py\\u0000thon"', "mcpServers.a.command"),
+        ('"command": "x", "args": ["ok", "a\\u0000"]', "mcpServers.a.args[1]"),
+        ('"command": "x", "env": {"A": "v\\u0000"}', "mcpServers.a.env.A"),
+        ('"command": "x", "cwd": "/tmp\\u0000"', "mcpServers.a.cwd"),
+    ],
+)
+def test_a_nul_in_any_string_is_refused_with_its_key_path(
+    tmp_path: Path, entry: str, key: str
+) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a": {' + entry + "}}}")
+    assert error.key == key
+    assert "NUL character" in one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        ('"command": "\\ud800"', "mcpServers.a.command"),
+        ('"command": "x", "args": ["\\udfff tail"]', "mcpServers.a.args[0]"),
+        ('"command": "x", "env": {"A": "\\ud83d"}', "mcpServers.a.env.A"),
+        ('"command": "x", "cwd": "\\ude00/dir"', "mcpServers.a.cwd"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_refused_with_its_key_path(
+    tmp_path: Path, entry: str, key: str
+) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a": {' + entry + "}}}")
+    assert error.key == key
+    assert "lone surrogate" in one_line(error)
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_loads(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, '{"mcpServers": {"a": {"command": "x", "args": ["\\ud83d\\ude00"]}}}')
+    )
+    assert config.servers["a"].args == ("\N{GRINNING FACE}",)
+
+
+def test_a_bad_key_is_shown_escaped_so_the_error_stays_on_one_line(tmp_path: Path) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a\\u0000\\n": {"command": "x"}}}')
+    assert error.key == 'mcpServers."a\\u0000\\n"'
+    one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("env", "fix"),
+    [
+        ('{"A=B": "c"}', 'write it as "A": "B"'),
+        ('{"": "c"}', "give the variable a name"),
+        ('{"=x": "c"}', "give the variable a name"),
+    ],
+)
+def test_an_env_name_that_is_empty_or_holds_an_equals_sign_is_refused(
+    tmp_path: Path, env: str, fix: str
+) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a": {"command": "x", "env": ' + env + "}}}")
+    assert error.key is not None and error.key.startswith("mcpServers.a.env.")
+    assert "no '='" in one_line(error)
+    assert fix in error.fix
+
+
+def test_a_nul_in_an_env_name_is_refused(tmp_path: Path) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a": {"command": "x", "env": {"A\\u0000": "v"}}}}')
+    assert error.key == 'mcpServers.a.env."A\\u0000"'
+    assert "NUL character" in one_line(error)
+
+
+def test_a_server_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
+    # re.match with "$" accepts "a\n": the check must match the whole name.
+    assert not valid_server_name("echo\n")
+    assert valid_server_name("echo")
+    error = error_for(tmp_path, '{"mcpServers": {"echo\\n": {"command": "x"}}}')
+    assert error.key == 'mcpServers."echo\\n"'
+    assert error.fix.endswith('"echo"')
+    one_line(error)
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 1000, 100_000])
+def test_json_nested_too_deeply_is_a_config_error_naming_its_line(
+    tmp_path: Path, depth: int
+) -> None:
+    text = '{"mcpServers": {},\n"$schema": ' + "[" * depth + "]" * depth + "}"
+    error = error_for(tmp_path, text)
+    assert f"nested deeper than {MAX_NESTING} levels" in one_line(error)
+    assert error.line == 2
+
+
+def test_an_integer_with_thousands_of_digits_is_a_config_error(tmp_path: Path) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {},\n"gateway": {"port": ' + "9" * 5000 + "}}")
+    assert "thousands of digits" in one_line(error)
+    assert error.line == 2
+
+
+def test_a_fifo_is_refused_at_once_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as caught:
+        load_config(fifo)  # blocked forever before: open() waited for a writer
+    assert "named pipe (FIFO), not a regular file" in one_line(caught.value)
+    assert str(fifo) in str(caught.value)
+
+
+@pytest.mark.parametrize(("path", "kind"), [("/dev/zero", "character device"), ("/", "folder")])
+def test_a_device_or_a_folder_is_refused_by_kind(path: str, kind: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(Path(path))
+    assert kind in one_line(caught.value)
+
+
+def test_a_file_over_the_size_cap_is_refused_naming_its_size_and_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"mcpServers": {}}' + b" " * MAX_CONFIG_BYTES)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    text = one_line(caught.value)
+    assert f"{path.stat().st_size} bytes" in text
+    assert f"{MAX_CONFIG_BYTES} bytes, 1 MiB" in text
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"mcpServers": {\n"a": {"command": "\xff"}}}')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.line == 2
+    assert "not UTF-8" in one_line(caught.value)
+
+
+def test_a_byte_order_mark_from_a_windows_editor_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'\xef\xbb\xbf{"mcpServers": {"a": {"command": "x"}}}')
+    assert list(load_config(path).servers) == ["a"]

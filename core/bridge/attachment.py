@@ -114,15 +114,17 @@ class Attachment:
         """Register the row (again), under this identity, unless it is there and beating."""
         registry = self.registry
         supervisor = self.supervisor
+        replaced = registry.replaced()
         if (
             supervisor is not None
             and supervisor.stopped_reason is None
-            and self.paths.registry_file.exists()
+            and not replaced
             and registry.get(self.identity) is not None
         ):
             return
-        if not self.paths.registry_file.exists():
-            # Deleted under us: the connection still holds the old file; a fresh one recreates it.
+        if replaced:
+            # Deleted or moved aside under us: the connection still holds the
+            # old file; a fresh one opens (or creates) what the path names now.
             registry.close()
             self.registry = registry = WorkerRegistry(self.paths.registry_file)
         registration = registry.register(

@@ -1,6 +1,8 @@
 """The CLI's side of the local API: find the running instance, send one request.
 
 Standard library only (http.client), so ``mcp-tray status`` starts fast.
+Every way the request can fail ends as one ``McpTrayError`` (``NotRunning``
+when nothing listens, ``CommandError`` otherwise), never a traceback.
 """
 
 import http.client
@@ -8,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from core.base.errors import NotRunning
+from core.base.errors import EXIT_FAILED, CommandError, NotRunning
 from core.settings.paths import Paths
 from core.settings.runtime import RuntimeInfo, running_instance
 
@@ -60,6 +62,7 @@ class ControlClient:
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        waited = timeout or self.timeout
         try:
             connection.request(method, path, body=payload, headers=headers)
             response = connection.getresponse()
@@ -67,6 +70,19 @@ class ControlClient:
         except ConnectionRefusedError:
             raise NotRunning(
                 self.paths.state_dir, f"nothing answers on port {self.info.port}"
+            ) from None
+        except TimeoutError:
+            raise CommandError(
+                f"mcp-tray (pid {self.info.pid}, port {self.info.port}) did not answer within "
+                f"{waited:g} s; `mcp-tray status` shows whether it is busy",
+                EXIT_FAILED,
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            detail = str(exc) or type(exc).__name__
+            raise CommandError(
+                f"the connection to mcp-tray (pid {self.info.pid}, port {self.info.port}) "
+                f"failed: {detail}; if it keeps failing, restart mcp-tray",
+                EXIT_FAILED,
             ) from None
         finally:
             connection.close()

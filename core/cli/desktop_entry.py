@@ -30,14 +30,14 @@ from typing import Final
 
 from core.base.envvars import HOME_ENV
 from core.base.errors import DesktopEntryError
+from core.base.resources import desktop_template, icons_dir
 
 APP_ID: Final = "mcp-tray"
 EXEC_PLACEHOLDER: Final = "@EXEC@"
 AUTOSTART_LINE: Final = "X-GNOME-Autostart-enabled=true"
 
-_ROOT: Final = Path(__file__).resolve().parents[2]
-TEMPLATE: Final = _ROOT / "packaging" / "mcp-tray.desktop.in"
-ICON: Final = _ROOT / "resources" / "icons" / "mcp-tray.svg"
+TEMPLATE: Final = desktop_template()
+ICON: Final = icons_dir() / f"{APP_ID}.svg"
 
 #: Characters that force an Exec argument into double quotes (Desktop Entry spec, "The Exec key").
 _RESERVED: Final = frozenset(" \t\n\"'\\><~|&;$*?#()`")

@@ -2,17 +2,22 @@
 
 Exit codes everywhere: 0 ok, 1 the operation failed, 2 usage or config
 error, 3 mcp-tray is not running. Errors are one clear line on stderr,
-never a traceback.
+never a traceback: even a bug in mcp-tray is one line, with its traceback
+written to a file in the log folder.
 """
 
 import argparse
 import json
+import math
 import os
+import re
+import sqlite3
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from core import __version__
 from core.base.envvars import HEADLESS_ENV, HOME_ENV
@@ -23,10 +28,13 @@ from core.base.errors import (
     ConfigError,
     McpTrayError,
     NotRunning,
+    RegistryFileError,
 )
-from core.settings.config import TrayConfig
+from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
-from core.settings.runtime import PORT_TAKEN_FAMILY
+
+if TYPE_CHECKING:  # the CLI imports the registry only for the commands that use it
+    from core.registry.envdiag import Diagnostic
 
 EXIT_OK: Final = 0
 EXIT_NOT_RUNNING: Final = 3
@@ -45,6 +53,17 @@ SETTLE_POLL_SECONDS: Final = 0.1
 #: ``mcp-tray doctor`` asks a running tray for its own warnings; it must not
 #: hang on a tray that does not answer.
 DOCTOR_API_TIMEOUT_SECONDS: Final = 5.0
+#: The longest ``call --timeout`` and ``--wait``: the API's own ceiling for a
+#: call (core.serving.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
+#: load starlette into every CLI call; a test pins the two together).
+MAX_SECONDS: Final = 86400.0
+#: ``secret set`` reads at most this much: keyrings hold passwords and
+#: tokens, and a bigger value is a file piped in by mistake.
+MAX_SECRET_BYTES: Final = 64 * 1024
+#: Where a bug's traceback goes (in the log folder), so the user sees one line.
+CRASH_LOG: Final = "mcp-tray-cli-error.log"
+#: Doctor families that are advice, not problems: listed, exit code unaffected.
+ADVISORY_FAMILIES: Final = frozenset({"env-scan-failed"})
 
 
 #: Starts the tray on a config (with the config error to show, if any); its exit code.
@@ -53,8 +72,15 @@ GuiLauncher = Callable[[TrayConfig, Paths, str | None], int]
 GuiFactory = Callable[[], GuiLauncher | None]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (exit 2) instead of usage plus error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mcp-tray",
         description="Supervise local stdio MCP servers and share them with every AI client.",
     )
@@ -65,7 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--headless", action="store_true", help="no GUI: run in the foreground of this terminal"
     )
-    run.add_argument("--config", type=Path, help="config file (default: the per-user config.json)")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument(
+        "--config", type=Path, help="config file (default: the per-user config.json)"
+    )
+    source.add_argument(
+        "--demo", action="store_true", help="run on the bundled demo servers (what `make run` runs)"
+    )
 
     status = commands.add_parser("status", help="servers and their states")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -77,7 +109,11 @@ def _parser() -> argparse.ArgumentParser:
         "--args", default="{}", help='tool arguments as a JSON object, e.g. \'{"text": "hi"}\''
     )
     call.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds to wait for the tool (default 120)"
+        "--timeout",
+        type=_call_timeout,
+        default=120.0,
+        metavar="SECONDS",
+        help=f"seconds to wait for the tool (default 120, at most {MAX_SECONDS:g})",
     )
 
     for verb, text in (
@@ -99,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
 
     logs = commands.add_parser("logs", help="a server's log (its stderr and mcp-tray's notes)")
     logs.add_argument("name", help="server name")
-    logs.add_argument("-n", type=int, default=50, help="how many lines (default 50)")
+    logs.add_argument("-n", type=_line_count, default=50, help="how many lines (default 50)")
 
     workers = commands.add_parser("workers", help="rows of the worker registry")
     workers.add_argument("--json", action="store_true", help="machine-readable output")
@@ -153,6 +189,21 @@ def _parser() -> argparse.ArgumentParser:
         help="mcp-tray config whose servers and gateway.port to use "
         "(default: the per-user config.json; none is needed for --server)",
     )
+    client_config.add_argument(
+        "--install",
+        action="store_true",
+        help="write the entries into the client's own config file (merged, with a backup)",
+    )
+    client_config.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --install: print the diff it would apply, write nothing",
+    )
+    client_config.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with --install: replace same-name entries that are not mcp-tray's",
+    )
 
     importer = commands.add_parser(
         "import", help="merge a client's MCP servers into mcp-tray's config"
@@ -189,13 +240,40 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _seconds(text: str) -> float:
-    """An argparse type: a non-negative number of seconds."""
+    """An argparse type: a number of seconds from 0 to ``MAX_SECONDS``."""
+    value = _finite(text)
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 to {MAX_SECONDS:g} seconds")
+    return value
+
+
+def _call_timeout(text: str) -> float:
+    """An argparse type: seconds above 0 and at most ``MAX_SECONDS`` (what the API takes)."""
+    value = _finite(text)
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a number of seconds above 0 and at most {MAX_SECONDS:g}"
+        )
+    return value
+
+
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
+
+
+def _line_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of lines") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more lines")
     return value
 
 
@@ -210,6 +288,7 @@ def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) 
     if args.command is None:
         args.headless = False
         args.config = None
+        args.demo = False
     try:
         return handler(args, paths)
     except CommandError as exc:
@@ -226,12 +305,47 @@ def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) 
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `mcp-tray logs x | head`: the reader left; nothing is wrong.
+        _silence_stdout()
+        return EXIT_OK
+    except Exception as exc:
+        print(f"mcp-tray: {_crash_line(exc, paths)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, keep Python's exit-time flush of stdout from raising again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _crash_line(exc: Exception, paths: Paths) -> str:
+    """A bug (or an OS failure nothing expected) as one line; its traceback to a file."""
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    where = paths.log_dir / CRASH_LOG
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with where.open("a", encoding="utf-8") as log:
+            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} mcp-tray {__version__}\n")
+            log.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return f"unexpected error ({what}); please report it"
+    return f"unexpected error ({what}); please report it with the traceback in {where}"
 
 
 # ------------------------------------------------------------------- run
 
 
 def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
+    if args.demo:
+        from core.base.resources import demo_config
+
+        return demo_config()
     if args.config is not None:
         return Path(args.config).expanduser()
     path = paths.config_file
@@ -290,10 +404,12 @@ def _server_error(reply: Any) -> CommandError:
 
 
 def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
-    reply = _client(paths).request("GET", "/api/v1/status")
+    client = _client(paths)
+    reply = client.request("GET", "/api/v1/status")
     if not reply.ok:
         raise _server_error(reply)
     body = reply.body
+    warnings, notes = _split_info(_warnings_of(client))
     if args.json:
         servers = [
             {
@@ -311,9 +427,11 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
             for server in body.get("servers", [])
         ]
         out: dict[str, Any] = {"version": body.get("version"), "servers": servers}
-        for key in ("gateway", "sessions", "workers"):
+        for key in ("gateway", "sessions", "workers", "config_error"):
             if key in body:
                 out[key] = body[key]
+        out["warnings"] = warnings
+        out["info"] = notes
         print(json.dumps(out, indent=2))
         return EXIT_OK
     print(f"mcp-tray {body.get('version')}  config: {body.get('config')}")
@@ -324,6 +442,11 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
         print(f"PORT TAKEN: {gateway['fallback']}")
     if body.get("config_error"):
         print(f"CONFIG ERROR (still running the last good config): {body['config_error']}")
+    if warnings:
+        count = f"{len(warnings)} warning{'s' if len(warnings) > 1 else ''}"
+        print(f"{count} (mcp-tray doctor lists them with their fixes)")
+    for note in notes:
+        print(f"info: {note.get('text')}")
     servers = body.get("servers", [])
     if not servers:
         print("no servers configured")
@@ -339,15 +462,23 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
+    example = 'pass an object like \'{"text": "hi"}\''
+    detail = None
     try:
-        arguments = json.loads(args.args)
-    except ValueError as exc:
-        raise CommandError(
-            f'--args is not valid JSON ({exc.args[0]}): pass an object like \'{{"text": "hi"}}\'',
-            EXIT_USAGE,
-        ) from None
+        arguments = json.loads(args.args, parse_constant=_no_constant)
+    except RecursionError:
+        detail = "it is nested too deeply"
+    except _NotFinite as exc:
+        detail = str(exc)
+    except json.JSONDecodeError as exc:
+        detail = exc.args[0]
+    except ValueError:  # an integer past Python's 4300-digit limit
+        detail = "a number has thousands of digits"
+    if detail is not None:
+        raise CommandError(f"--args is not valid JSON ({detail}): {example}", EXIT_USAGE)
     if not isinstance(arguments, dict):
-        raise CommandError('--args must be a JSON object, e.g. \'{"text": "hi"}\'', EXIT_USAGE)
+        raise CommandError(f"--args must be a JSON object: {example}", EXIT_USAGE)
+    _check_server_name(args.name)
     client = _client(paths, timeout=args.timeout + API_TIMEOUT_SECONDS)
     reply = client.request(
         "POST",
@@ -367,8 +498,28 @@ def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
     return EXIT_OK
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> object:
+    """json's hook for NaN and ±Infinity, which it accepts and no JSON peer does."""
+    raise _NotFinite(f"{name} is not JSON: numbers must be finite")
+
+
+def _check_server_name(name: str) -> None:
+    """A name no config can hold is a usage error, and never reaches a URL or a file path."""
+    if not valid_server_name(name):
+        raise CommandError(
+            f"{name!r} is not a server name: names hold only letters, digits, '.', '_' "
+            "and '-' (at most 64) and start with a letter or digit",
+            EXIT_USAGE,
+        )
+
+
 def _action(verb: str) -> "Callable[[argparse.Namespace, Paths], int]":
     def run(args: argparse.Namespace, paths: Paths) -> int:
+        _check_server_name(args.name)
         client = _client(paths, timeout=ACTION_TIMEOUT_SECONDS)
         # The generation before the action tells a run this action began
         # from the one it replaced (the reply comes before the new run does).
@@ -473,19 +624,69 @@ def _report_action(verb: str, server: dict[str, Any], settled: bool, wait: float
 def cmd_logs(args: argparse.Namespace, paths: Paths) -> int:
     from core.supervision.logs import tail
 
+    _check_server_name(args.name)
     path = paths.server_log(args.name)
     if not path.exists():
-        raise CommandError(f"no log for server {args.name!r} yet (looked for {path})")
+        known = _configured_names(paths)
+        if known is not None and args.name not in known[0]:
+            names, source = known
+            listed = ", ".join(sorted(names)) or "none"
+            raise CommandError(f"no such server {args.name!r} (configured in {source}: {listed})")
+        if known is None:
+            raise CommandError(
+                f"no log for server {args.name!r} (looked for {path}), and no config could be "
+                "read to tell whether it is configured"
+            )
+        raise CommandError(
+            f"no log yet for server {args.name!r}: it has not started or written anything "
+            f"(looked for {path})"
+        )
     for line in tail(path, args.n):
         print(line)
     return EXIT_OK
 
 
+def _configured_names(paths: Paths) -> tuple[list[str], str] | None:
+    """The server names the running tray knows, else those of the default
+    config; None when neither can be read."""
+    try:
+        reply = _client(paths, timeout=DOCTOR_API_TIMEOUT_SECONDS).request("GET", "/api/v1/status")
+    except McpTrayError:
+        reply = None
+    if reply is not None and reply.ok:
+        rows = reply.body.get("servers", [])
+        names = [str(row.get("name")) for row in rows if isinstance(row, dict)]
+        return names, f"the running mcp-tray's {reply.body.get('config') or 'config'}"
+    from core.settings.config import load_config
+
+    try:
+        return list(load_config(paths.config_file).servers), str(paths.config_file)
+    except ConfigError:
+        return None
+
+
 # -------------------------------------------------- registry and doctor
 
 
+def _registry_problem(path: Path, exc: sqlite3.Error) -> RegistryFileError:
+    """A registry that opened but fails when read, as one line with its fix."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return RegistryFileError(
+            path,
+            f"is damaged ({exc})",
+            f"To fix: move it aside (mv '{path}' '{path}.bak'); mcp-tray creates a fresh one "
+            "at its next start (the worker rows in it are lost; bridges register again)",
+        )
+    return RegistryFileError(
+        path,
+        f"cannot be read ({exc})",
+        "Try again; if it keeps failing, stop mcp-tray and its bridges, or move the file "
+        f"aside (mv '{path}' '{path}.bak') so mcp-tray creates a fresh one",
+    )
+
+
 def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
-    from core.base.errors import RegistryFileError
     from core.registry.store import WorkerRegistry
     from core.registry.workers_view import format_workers_table, worker_rows
 
@@ -496,6 +697,8 @@ def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
                 rows = list(worker_rows(registry))
         except RegistryFileError as exc:
             raise CommandError(str(exc)) from None
+        except sqlite3.Error as exc:
+            raise CommandError(str(_registry_problem(paths.registry_file, exc))) from None
     if args.json:
         print(json.dumps(rows, indent=2))
     elif rows:
@@ -506,73 +709,129 @@ def cmd_workers(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
-    from core.base.errors import RegistryFileError
+    """Every finding, hard ones first; exit 1 when any is a problem.
+
+    Problems: the doctor's own hard families, a literal secret in the config,
+    an unusable registry, and whatever the running tray warns about (a taken
+    port, a refused config edit...). ``env-scan-failed`` is advice, and the
+    ``token-storage`` note (the API token in a 0600 file) is information:
+    neither changes the exit code.
+    """
     from core.registry.envdiag import doctor
-    from core.registry.store import WorkerRegistry
-    from core.registry.workers_view import doctor_exit_code, doctor_json, doctor_lines
+    from core.settings.config import load_config
+    from core.settings.secrets import TOKEN_STORAGE_FAMILY, token_storage_note
 
     servers_env: dict[str, dict[str, str]] = {}
     config_path = args.config or paths.config_file
-    if config_path.exists():
-        from core.settings.config import load_config
-
+    if args.config is not None or config_path.exists():
         config = load_config(config_path)
         servers_env = {name: dict(server.env) for name, server in config.servers.items()}
-    registry = None
-    if paths.registry_file.exists():
-        try:
-            registry = WorkerRegistry(paths.registry_file)
-        except RegistryFileError as exc:
-            raise CommandError(str(exc)) from None
+    found: list[dict[str, Any]] = []
+    diagnostics: list[Diagnostic] = []
+    registry_error = None
     try:
-        diagnostics = doctor(os.environ, registry, __version__, servers_env=servers_env)
-    finally:
-        if registry is not None:
-            registry.close()
-    tray = _tray_warnings(paths)
-    # A taken gateway port breaks every HTTP client configured for it: as hard as the doctor's own.
-    tray_hard = any(w.get("family") == PORT_TAKEN_FAMILY for w in tray)
-    if args.json:
-        local = doctor_json(diagnostics)
-        found = local["warnings"]
-        assert isinstance(found, list)
-        report = {
-            "ok": bool(local["ok"]) and not tray_hard,
-            "warnings": [
-                *found,
-                *(
-                    {**w, "hard": w.get("family") == PORT_TAKEN_FAMILY, "source": "tray"}
-                    for w in tray
-                ),
-            ],
+        diagnostics = _diagnose(paths, servers_env)
+    except RegistryFileError as exc:
+        registry_error = exc
+    except sqlite3.Error as exc:
+        registry_error = _registry_problem(paths.registry_file, exc)
+    if registry_error is not None:
+        # Everything else is still worth knowing: check again without the registry.
+        diagnostics = doctor(os.environ, None, __version__, servers_env=servers_env)
+        text = f"registry: {registry_error}"
+        found.append({"family": "registry", "subject": str(paths.registry_file), "text": text})
+    found += [
+        {
+            "family": d.family.rstrip(":"),
+            "subject": d.subject,
+            "message": d.message,
+            "fix": d.fix,
+            "text": str(d),
         }
+        for d in diagnostics
+    ]
+    own_texts = {item["text"] for item in found}
+    # The tray's own line about a registry this doctor found unusable too says it again.
+    seen = {"registry"} if registry_error is not None else set()
+    tray = [
+        {**w, "source": "tray"}
+        for w in _tray_report(paths)
+        if w.get("text") not in own_texts and w.get("family") not in seen
+    ]
+    problems, notes = _split_info([*found, *tray])
+    reported = any(note.get("family") == TOKEN_STORAGE_FAMILY for note in notes)
+    if not reported and paths.token_file.exists():  # no tray to ask, or it could not say
+        text = token_storage_note(paths.token_file)
+        notes.append({"family": TOKEN_STORAGE_FAMILY, "subject": "mcp-tray", "text": text})
+    for item in problems:
+        item["hard"] = item.get("family") not in ADVISORY_FAMILIES
+    problems.sort(key=lambda item: (not item["hard"], str(item.get("family"))))
+    failed = any(item["hard"] for item in problems)
+    if args.json:
+        report = {"ok": not failed, "warnings": problems, "info": notes}
         print(json.dumps(report, indent=2))
     else:
-        lines = doctor_lines(diagnostics) if diagnostics else []
-        lines += [f"{w.get('text')}  (reported by the running mcp-tray)" for w in tray]
-        print("\n".join(lines) if lines else "no problems found")
-    return EXIT_FAILED if tray_hard else doctor_exit_code(diagnostics)
+        for item in problems:
+            suffix = "  (reported by the running mcp-tray)" if item.get("source") == "tray" else ""
+            print(f"{item.get('text')}{suffix}")
+        if not problems:
+            print("no problems found")
+        for note in notes:
+            print(f"info: {note.get('text')}")
+    return EXIT_FAILED if failed else EXIT_OK
 
 
-def _tray_warnings(paths: Paths) -> list[dict[str, Any]]:
-    """The running tray's warnings that only it can know (a taken port, a token
-    in a file, a refused server request); none when no tray runs."""
-    from core.registry.envdiag import ENV_SCAN_FAILED, SECRET_LITERAL, WARNING_PREFIXES
+def _diagnose(paths: Paths, servers_env: dict[str, dict[str, str]]) -> "list[Diagnostic]":
+    """The doctor's checks with the registry, when there is one."""
+    from core.registry.envdiag import doctor
+    from core.registry.store import WorkerRegistry
 
-    # The doctor just computed these families itself, from this environment.
-    own = {family.rstrip(":") for family in (*WARNING_PREFIXES, SECRET_LITERAL, ENV_SCAN_FAILED)}
+    if not paths.registry_file.exists():
+        return doctor(os.environ, None, __version__, servers_env=servers_env)
+    with WorkerRegistry(paths.registry_file) as registry:
+        return doctor(os.environ, registry, __version__, servers_env=servers_env)
+
+
+def _split_info(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(warnings, information): the ``token-storage`` note is not a warning."""
+    from core.settings.secrets import INFO_FAMILIES
+
+    warnings = [row for row in rows if row.get("family") not in INFO_FAMILIES]
+    return warnings, [row for row in rows if row.get("family") in INFO_FAMILIES]
+
+
+def _warnings_of(client: Any) -> list[dict[str, Any]]:
+    """The running tray's warnings, or none when it cannot say."""
     try:
-        reply = _client(paths, timeout=DOCTOR_API_TIMEOUT_SECONDS).request(
-            "GET", "/api/v1/warnings"
-        )
-    except (McpTrayError, OSError):
+        reply = client.request("GET", "/api/v1/warnings")
+    except McpTrayError:
         return []
     rows = reply.body.get("warnings", []) if reply.ok else []
-    return [w for w in rows if isinstance(w, dict) and w.get("family") not in own]
+    return [row for row in rows if isinstance(row, dict)]
+
+
+def _tray_report(paths: Paths) -> list[dict[str, Any]]:
+    """What only the running tray knows: its warnings (a taken port, a token
+    in a file, a refused server request, its own environment) and a refused
+    config edit; none when no tray runs or it does not answer in time."""
+    try:
+        client = _client(paths, timeout=DOCTOR_API_TIMEOUT_SECONDS)
+        status = client.request("GET", "/api/v1/status")
+    except McpTrayError:
+        return []
+    rows = _warnings_of(client)
+    error = status.body.get("config_error") if status.ok else None
+    if error:
+        text = f"config-error: the running mcp-tray refused the last edit of its config: {error}"
+        rows.append({"family": "config-error", "subject": "mcp-tray", "text": text})
+    return rows
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     from core.bridge.main import run
+
+    # Before a worker row is registered under a name no server can have.
+    _check_server_name(args.name)
 
     return run(args.name, paths)
 
@@ -585,6 +844,18 @@ def cmd_token(args: argparse.Namespace, paths: Paths) -> int:
         raise CommandError("no API token yet: start mcp-tray once to create it", EXIT_NOT_RUNNING)
     print(token)
     return EXIT_OK
+
+
+_SESSION_COLUMNS: Final = (
+    ("id", "SESSION"),
+    ("client", "CLIENT"),
+    ("server", "SERVER"),
+    ("requests", "REQUESTS"),
+    ("consecutive_failures", "FAILURES"),
+    ("breaker", "BREAKER"),
+)
+#: What a client session id can hold (the gateway makes them as uuid hex).
+_SESSION_ID_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
 def cmd_sessions(args: argparse.Namespace, paths: Paths) -> int:
@@ -606,14 +877,21 @@ def cmd_sessions(args: argparse.Namespace, paths: Paths) -> int:
         return EXIT_OK
     if not rows:
         print("no client sessions")
-    for row in rows:
+        return EXIT_OK
+    table = [[title for _, title in _SESSION_COLUMNS]]
+    table += [[str(row.get(key, "-")) for key, _ in _SESSION_COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(_SESSION_COLUMNS))]
+    for line in table:
         print(
-            f"  {row['id']}  {row['client']:<16} {row['server']:<16} requests {row['requests']:<5} failures {row['consecutive_failures']}  {row['breaker']}"
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         )
     return EXIT_OK
 
 
 def cmd_reset(args: argparse.Namespace, paths: Paths) -> int:
+    if not args.all and _SESSION_ID_RE.fullmatch(args.session) is None:
+        # Never sent: it cannot name a session, and would not fit in the URL.
+        raise CommandError(f"no client session {args.session!r} (mcp-tray sessions lists them)")
     client = _client(paths)
     if args.all:
         reply = client.request("POST", "/api/v1/sessions/reset-all")
@@ -631,21 +909,22 @@ def cmd_reset(args: argparse.Namespace, paths: Paths) -> int:
 
 def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
     from core.base.errors import SecretStoreError
-    from core.settings.secrets import delete_secret, set_secret
+    from core.settings.secrets import check_name, delete_secret, has_secret, set_secret
 
     try:
+        check_name(args.name)
+    except SecretStoreError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    try:
         if args.secret_command == "set":
-            if args.stdin:
-                value = sys.stdin.readline().rstrip("\n")
-            else:
-                import getpass
-
-                value = getpass.getpass(f"value for {args.name} (not echoed): ")
-            if not value:
-                raise CommandError("an empty secret was not stored", EXIT_USAGE)
+            # Before the value is asked for: no one should type a secret
+            # only to learn that it cannot be stored.
+            replacing = has_secret(args.name)
+            value = _secret_value(args)
             set_secret(args.name, value)
+            verb = "replaced" if replacing else "stored"
             print(
-                f'stored {args.name!r} in the keyring; use it as "${{keyring:{args.name}}}" in a server\'s env'
+                f'{verb} {args.name!r} in the keyring; use it as "${{keyring:{args.name}}}" in a server\'s env'
             )
             return EXIT_OK
         if not delete_secret(args.name):
@@ -656,13 +935,64 @@ def cmd_secret(args: argparse.Namespace, paths: Paths) -> int:
         raise CommandError(str(exc)) from None
 
 
+def _secret_value(args: argparse.Namespace) -> str:
+    """The value to store: asked for without echo on a terminal, else read from stdin."""
+    stdin = sys.stdin
+    piped = "pipe it in (printf '%s' VALUE | mcp-tray secret set NAME)"
+    if stdin is None:
+        raise CommandError(f"there is no stdin to read the value from: {piped}", EXIT_USAGE)
+    if stdin.isatty() and not args.stdin:
+        import getpass
+
+        try:
+            value = getpass.getpass(f"value for {args.name} (not echoed): ")
+        except EOFError:
+            value = ""
+        source = "the prompt"
+    elif stdin.isatty():
+        value = stdin.readline().removesuffix("\n")
+        source = "stdin"
+    else:
+        raw = stdin.buffer.read(MAX_SECRET_BYTES + 1)
+        if len(raw) > MAX_SECRET_BYTES:
+            raise CommandError(
+                f"stdin holds more than {MAX_SECRET_BYTES} bytes, which is no password or "
+                "token; pipe in only the secret",
+                EXIT_USAGE,
+            )
+        try:
+            value = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CommandError(
+                "stdin is not UTF-8 text; pipe in the secret as text", EXIT_USAGE
+            ) from None
+        # `echo VALUE |` adds a newline that is not part of the secret.
+        value = value.removesuffix("\n").removesuffix("\r")
+        source = "stdin"
+    if not value:
+        raise CommandError(
+            f"{source} gave an empty value, so nothing was stored: type the secret, or {piped}",
+            EXIT_USAGE,
+        )
+    if "\x00" in value:
+        raise CommandError(
+            "the value holds a NUL character, which no environment variable can carry",
+            EXIT_USAGE,
+        )
+    return value
+
+
 def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
-    """Print a client's snippet. Needs no running tray and, for the bridge, no
-    config: with ``--server`` the names are taken as given."""
+    """Print a client's snippet, or with ``--install`` write it into the client's
+    own config file (``--dry-run``: print the diff instead). Needs no running
+    tray and, for the bridge, no config: with ``--server`` the names are taken
+    as given."""
     from core.cli.clients import client_snippet
     from core.cli.desktop_entry import home_override
-    from core.settings.config import DEFAULT_GATEWAY_PORT, load_config, valid_server_name
+    from core.settings.config import DEFAULT_GATEWAY_PORT, load_config
 
+    if (args.dry_run or args.overwrite) and not args.install:
+        raise CommandError("--dry-run and --overwrite go with --install", EXIT_USAGE)
     explicit = args.config is not None
     config_path = Path(args.config).expanduser() if explicit else paths.config_file
     # An explicit --config must exist (load_config says how to fix it);
@@ -716,12 +1046,20 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
             "the tray of that folder"
         )
     snippet = client_snippet(args.client, names, http_url=url, token=token, home=home)
-    print(json.dumps(snippet, indent=2))
+    code = EXIT_OK
+    if args.install:
+        from core.cli.install import entries_of, run_install
+
+        code = run_install(
+            args.client, entries_of(snippet), dry_run=args.dry_run, overwrite=args.overwrite
+        )
+    else:
+        print(json.dumps(snippet, indent=2))
     if args.http:
         notes.append("the snippet holds the API token; keep that file private")
     for note in notes:
         print(f"mcp-tray: {note}", file=sys.stderr)
-    return EXIT_OK
+    return code
 
 
 def _http_base(paths: Paths, configured: int, config_path: Path) -> tuple[str, str | None]:

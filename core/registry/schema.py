@@ -76,9 +76,17 @@ _MOVE_IT: Final = "To fix: "
 
 def _move_aside(path: Path) -> str:
     return (
-        f"move it aside (for example: mv '{path}' '{path}.bak') and mcp-tray will create "
-        "a fresh registry on its next start"
+        f"move it aside (for example: mv '{path}' '{path}.bak'); mcp-tray creates a fresh "
+        "one (a running tray within seconds), and bridges register in it again"
     )
+
+
+def damaged(path: Path, exc: sqlite3.DatabaseError) -> RegistryFileError | None:
+    """The ``RegistryFileError`` for a file sqlite found damaged, or None for other errors
+    (a busy database is transient, not damage)."""
+    if exc.sqlite_errorcode in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return RegistryFileError(path, f"is damaged ({exc})", f"{_MOVE_IT}{_move_aside(path)}.")
+    return None
 
 
 def open_registry_file(path: Path, busy_timeout: float) -> sqlite3.Connection:

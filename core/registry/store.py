@@ -24,13 +24,15 @@ async core calls it through ``asyncio.to_thread``. Every method takes
 across real processes, tests/test_registry_multiprocess.py.
 """
 
+import functools
+import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Concatenate, Final, ParamSpec, TypeVar
 
 from core import __version__
 from core.base.clock import WallClock, utc_now
@@ -54,6 +56,7 @@ from core.registry.records import (
 from core.registry.schema import (
     BUSY_TIMEOUT_SECONDS,
     WORKER_COLUMNS,
+    damaged,
     open_registry_file,
     stored_time,
 )
@@ -70,6 +73,36 @@ __all__ = [
 
 #: The epoch ``register`` hands out; ``claim_generation`` counts up from it.
 INITIAL_FENCING_EPOCH: Final = 1
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _damage_is_a_file_error(
+    method: "Callable[Concatenate[WorkerRegistry, P], R]",
+) -> "Callable[Concatenate[WorkerRegistry, P], R]":
+    """A file sqlite finds damaged mid-use says so as ``RegistryFileError`` (path and fix),
+    like one found damaged at open; other sqlite errors (a busy file) stay as they are."""
+
+    @functools.wraps(method)
+    def guarded(registry: "WorkerRegistry", /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(registry, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            problem = damaged(registry.path, exc)
+            if problem is None:
+                raise
+            raise problem from exc
+
+    return guarded
 
 
 class WorkerRegistry:
@@ -89,6 +122,7 @@ class WorkerRegistry:
         #: Commits through this connection (PRAGMA data_version counts only others').
         self._writes = 0
         self._conn = open_registry_file(self.path, busy_timeout)
+        self._file = _file_identity(self.path)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -96,12 +130,18 @@ class WorkerRegistry:
         with self._lock:
             self._conn.close()
 
+    def replaced(self) -> bool:
+        """The path no longer names the file this registry opened (deleted, or moved
+        aside and recreated): the connection still writes to the old one."""
+        return _file_identity(self.path) != self._file
+
     def __enter__(self) -> "WorkerRegistry":
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @_damage_is_a_file_error
     def change_stamp(self) -> tuple[int, int]:
         """Differs from the last one whenever anyone committed since: lets a
         reader skip re-reading an unchanged file (one cheap PRAGMA)."""
@@ -135,6 +175,7 @@ class WorkerRegistry:
 
     # -- writes ------------------------------------------------------------
 
+    @_damage_is_a_file_error
     def register(
         self,
         *,
@@ -191,6 +232,7 @@ class WorkerRegistry:
         assert record is not None  # written in this very transaction
         return Registration(worker_identity, record.fencing_epoch, existing is None, record)
 
+    @_damage_is_a_file_error
     def heartbeat(
         self,
         worker_identity: str,
@@ -204,11 +246,16 @@ class WorkerRegistry:
     ) -> HeartbeatOutcome:
         """Renew the row if ``fencing_epoch`` and every given expectation match.
 
-        A missing row is refused with ``BLOCKER_NO_ATTACHMENT``; a wrong epoch
+        A missing row (or a file deleted or replaced since it was opened) is
+        refused with ``BLOCKER_NO_ATTACHMENT``; a wrong epoch
         or any drift with ``BLOCKER_FENCED`` and the drifts listed. Omitted
         expectations are not checked. Client names compare normalised.
         """
         moment = self._now(now)
+        if self.replaced():
+            # Renewing a row in a file nobody else can see any more would keep
+            # the worker invisible forever: say "no row", so it registers again.
+            return HeartbeatOutcome.missing(worker_identity)
         with self._write() as conn:
             record = self._select(conn, worker_identity)
             if record is None:
@@ -237,6 +284,7 @@ class WorkerRegistry:
             renewed=True, worker_identity=worker_identity, last_heartbeat_at=moment
         )
 
+    @_damage_is_a_file_error
     def claim_generation(
         self,
         worker_identity: str,
@@ -265,6 +313,7 @@ class WorkerRegistry:
             )
         return GenerationClaim(True, worker_identity, epoch, record.fencing_epoch)
 
+    @_damage_is_a_file_error
     def remove(self, worker_identity: str) -> bool:
         """Delete the row; True when there was one."""
         with self._write() as conn:
@@ -273,6 +322,7 @@ class WorkerRegistry:
             )
             return cursor.rowcount > 0
 
+    @_damage_is_a_file_error
     def remove_expired(self, *, grace_seconds: float, now: datetime | None = None) -> int:
         """Delete rows silent for longer than TTL + ``grace_seconds``.
 
@@ -296,10 +346,12 @@ class WorkerRegistry:
 
     # -- reads -------------------------------------------------------------
 
+    @_damage_is_a_file_error
     def get(self, worker_identity: str) -> WorkerRecord | None:
         with self._lock:
             return self._select(self._conn, worker_identity)
 
+    @_damage_is_a_file_error
     def list_workers(self, *, session_id: str | None = None) -> tuple[WorkerRecord, ...]:
         """All rows (or one session's), oldest first."""
         query = f"SELECT {WORKER_COLUMNS} FROM workers"
@@ -322,6 +374,7 @@ class WorkerRegistry:
         """See ``liveness``; ``now`` defaults to the registry's wall clock."""
         return liveness(record, now=self._now(now), pid_alive=pid_alive, pid_probe=pid_probe)
 
+    @_damage_is_a_file_error
     def assess_ownership(
         self,
         session_id: str,

@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
@@ -91,8 +92,16 @@ class WorkerWatch:
         servers_env: Callable[[], Mapping[str, Mapping[str, str]]],
         registry_problem: str | None = None,
         ttl: float = DEFAULT_HEARTBEAT_TTL_SECONDS,
+        path: Path | None = None,
     ) -> None:
         self.registry = registry
+        #: Where the registry lives, to open it again when it is replaced or repaired.
+        self.path = path if path is not None else (registry.path if registry else None)
+        #: The one line that says why the registry cannot be used now, if it cannot.
+        self.registry_problem = registry_problem
+        #: The last unexpected failure logged (the same one is not logged again).
+        self._last_failure: str | None = None
+        self._problem_file: tuple[int, int, int, float] | None = None
         self._publish = publish
         self._servers_env = servers_env
         self.ttl = ttl
@@ -118,7 +127,7 @@ class WorkerWatch:
             problem = None
         except RegistryFileError as exc:
             registry, problem = None, f"registry: {exc}"
-        return cls(registry, publish, registry_problem=problem, **kwargs)
+        return cls(registry, publish, registry_problem=problem, path=Path(path), **kwargs)
 
     @property
     def http_sessions(self) -> int:
@@ -219,7 +228,7 @@ class WorkerWatch:
     async def refresh(self, *, force: bool = True) -> None:
         """Re-read the rows (unless nothing changed and they are recent) and
         re-assess the sessions' ownership with them; publish what changed."""
-        registry = self.registry
+        registry = await self._current_registry()
         if registry is None:
             return
         loop = asyncio.get_running_loop()
@@ -308,12 +317,80 @@ class WorkerWatch:
         return warnings_json(self.diagnostics, self.own_warnings)
 
     async def _to_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run blocking registry work off the loop; a failure is logged, never raised."""
+        """Run blocking registry work off the loop; a failure is reported, never raised.
+
+        A damaged file is one warning (what is wrong, the fix), not a
+        traceback per refresh; anything else unexpected is logged once.
+        """
         try:
             return await asyncio.to_thread(fn, *args)
-        except Exception:
-            logger.exception("worker registry operation failed")
+        except RegistryFileError as exc:
+            self._set_problem(f"registry: {exc}")
+        except Exception as exc:
+            if str(exc) != self._last_failure:
+                self._last_failure = str(exc)
+                logger.exception("worker registry operation failed")
         return None
+
+    async def _current_registry(self) -> WorkerRegistry | None:
+        """The registry at ``path`` now: opened again when the file was deleted or moved
+        aside (a new one is created) or was unusable and may be repaired."""
+        registry = self.registry
+        if self.path is None:
+            return registry
+        stale = registry is None or await asyncio.to_thread(registry.replaced)
+        if not stale:
+            return registry
+        # Unusable at the last look: try again only once the file changed.
+        if (
+            registry is None
+            and self.registry_problem is not None
+            and not await asyncio.to_thread(_changed_since, self.path, self._problem_file)
+        ):
+            return None
+        try:
+            fresh = await asyncio.to_thread(WorkerRegistry, self.path)
+        except RegistryFileError as exc:
+            self._set_problem(f"registry: {exc}")
+            self._problem_file = await asyncio.to_thread(_file_stamp, self.path)
+            return None
+        if registry is not None:
+            registry.close()
+        self.registry = fresh
+        self._stamp = None
+        logger.warning("worker registry %s was replaced: opened it again", self.path)
+        self._set_problem(None)
+        # Our own HTTP sessions' rows lived in the old file: write them again.
+        for session_id, worker in list(self._http.items()):
+            epoch = await self._to_thread(self._reregister, session_id, worker.identity)
+            if epoch is not None:
+                self._http[session_id] = _HttpWorker(worker.identity, epoch)
+        return fresh
+
+    def _reregister(self, session_id: str, identity: str) -> int:
+        assert self.registry is not None
+        session = self._sessions.get(session_id)
+        return self.registry.register(
+            worker_identity=identity,
+            client_name=session.client_name if session else "unknown",
+            session_id=session_id,
+            role=ROLE_HTTP_SESSION,
+            server=session.server if session else None,
+            pid=os.getpid(),
+            heartbeat_ttl_seconds=self.ttl,
+            runtime_version=__version__,
+        ).fencing_epoch
+
+    def _set_problem(self, problem: str | None) -> None:
+        if problem == self.registry_problem:
+            return
+        if self.registry_problem in self.own_warnings:
+            self.own_warnings.remove(self.registry_problem)
+        self.registry_problem = problem
+        if problem is not None:
+            logger.warning("%s", problem)
+            self.own_warnings.append(problem)
+        self._publish(Event(EventKind.WARNINGS))
 
 
 def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
@@ -325,3 +402,15 @@ def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
 
 def _without_ages(rows: list[JsonRow]) -> list[JsonRow]:
     return [{k: v for k, v in row.items() if k != "heartbeat_age_seconds"} for row in rows]
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, float] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime
+
+
+def _changed_since(path: Path, stamp: tuple[int, int, int, float] | None) -> bool:
+    return _file_stamp(path) != stamp

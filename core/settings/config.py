@@ -7,7 +7,9 @@ names the file, the line and key, and the fix; nothing half-loads.
 
 Values of ``command``, ``args`` and ``cwd`` may use ``${python}`` (the
 interpreter running mcp-tray, so bundled Python servers work from any venv),
-``${configDir}`` (the folder of the config file) and ``${env:NAME}``. An env
+``${configDir}`` (the folder of the config file), ``${stateDir}`` (mcp-tray's
+state folder, for files a server keeps: the demo notes server's notebook) and
+``${env:NAME}``. An env
 value may hold ``${keyring:NAME}``, resolved from the OS keyring at spawn.
 
 In the frozen one-folder bundle (``make bundle``) no Python interpreter
@@ -20,8 +22,10 @@ needs other packages must name its own interpreter in ``command``.
 
 import difflib
 import json
+import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from core.base.errors import ConfigError
+from core.settings.paths import default_paths
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session"]
@@ -42,6 +47,16 @@ PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
 #: Shorter keepalives would let a slowly crash-looping server pass as proven.
 MIN_KEEPALIVE_SECONDS: Final = 5.0
+#: Longer ones would never prove a run by its uptime (and beyond float's
+#: range a number no longer converts): a day is already past any use.
+MAX_KEEPALIVE_SECONDS: Final = 86400.0
+
+#: Far above any hand-written config (a hundred servers take a few KiB); a
+#: bigger file is the wrong file, and reading it would only stall reloads.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+#: A config is four levels deep (mcpServers, a server, its env, a value);
+#: deeper nesting is a mistake or an attack, refused before anything recurses.
+MAX_NESTING: Final = 32
 
 SERVER_KEYS: Final = (
     "command",
@@ -71,8 +86,12 @@ MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
 #: port and says so (core.serving.service).
 DEFAULT_GATEWAY_PORT: Final = 28729
 
-#: Server names become URL paths (/mcp/<name>) and log file names.
-_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: Server names become URL paths (/mcp/<name>) and log file names. Always
+#: ``fullmatch``: ``$`` would also accept a name ending in a newline.
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: What json.loads leaves of a ``\ud800`` escape without its other half
+#: (it joins a proper pair into one character).
+_LONE_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{([^}]*)\}")
 KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
 
@@ -126,7 +145,7 @@ class TrayConfig:
 
 def valid_server_name(name: str) -> bool:
     """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
-    return bool(_NAME_RE.match(name))
+    return _NAME_RE.fullmatch(name) is not None
 
 
 def empty_config(path: Path) -> TrayConfig:
@@ -134,28 +153,104 @@ def empty_config(path: Path) -> TrayConfig:
 
 
 def load_config(path: Path) -> TrayConfig:
-    """Read and check ``path``; raise ``ConfigError`` naming the first problem."""
+    """Read and check ``path``; raise ``ConfigError`` naming the first problem.
+
+    Never blocks on what is not a regular file: a FIFO or a device renamed
+    onto the config is refused without a read that could wait forever.
+    """
+    data = _read_bounded(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            path,
-            "the config file does not exist",
-            fix='create it with {"mcpServers": {}} or pass --config with an existing file',
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError(
-            path, "this is a folder, not a file", fix="point at a JSON file"
-        ) from None
+        # utf-8-sig: Windows editors start the file with a byte-order mark.
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            path, f"the file is not UTF-8 text ({exc.reason})", fix="save it as UTF-8"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            path, f"cannot read it ({exc.strerror})", fix="check its permissions"
+            path,
+            f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            fix="save it as UTF-8",
+            line=data.count(b"\n", 0, exc.start) + 1,
         ) from None
     return parse_config(text, path)
+
+
+_FILE_KINDS: Final = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _check_file(path: Path, status: os.stat_result) -> None:
+    """Refuse what is not a regular file of at most ``MAX_CONFIG_BYTES``."""
+    mode = status.st_mode
+    if stat.S_ISDIR(mode):
+        raise ConfigError(path, "this is a folder, not a file", fix="point at a JSON file")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+        raise ConfigError(
+            path,
+            f"this is {kind}, not a regular file; mcp-tray reads its config only from a file",
+            fix="point at a JSON file (or save the config to one)",
+        )
+    if status.st_size > MAX_CONFIG_BYTES:
+        _too_big(path, status.st_size)
+
+
+def _too_big(path: Path, size: int) -> None:
+    raise ConfigError(
+        path,
+        f"the file is {size} bytes, more than a config may be "
+        f"({MAX_CONFIG_BYTES} bytes, {MAX_CONFIG_BYTES // 1024 // 1024} MiB)",
+        fix="point at the right file: a config with a hundred servers takes a few KiB",
+    )
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, at most ``MAX_CONFIG_BYTES``; never waits on a pipe or device."""
+
+    def unreadable(exc: OSError) -> ConfigError:
+        return ConfigError(path, f"cannot read it ({exc.strerror})", fix="check its permissions")
+
+    missing = ConfigError(
+        path,
+        "the config file does not exist",
+        fix='create it with {"mcpServers": {}} or pass --config with an existing file',
+    )
+    # stat first, so a FIFO or device is refused without even opening it
+    # (opening some devices has effects of its own).
+    try:
+        _check_file(path, os.stat(path))
+    except FileNotFoundError:
+        raise missing from None
+    except OSError as exc:
+        raise unreadable(exc) from None
+    try:
+        # O_NONBLOCK: should a FIFO be renamed in between, open and read
+        # return at once instead of waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise missing from None
+    except OSError as exc:
+        raise unreadable(exc) from None
+    try:
+        # What was opened is what counts: the path may have changed since stat.
+        _check_file(path, os.fstat(fd))
+        chunks: list[bytes] = []
+        left = MAX_CONFIG_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 64 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise unreadable(exc) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_CONFIG_BYTES:  # it grew while we read
+        _too_big(path, len(data))
+    return data
 
 
 def parse_config(text: str, path: Path) -> TrayConfig:
@@ -182,7 +277,56 @@ def parse_config(text: str, path: Path) -> TrayConfig:
             fix="correct the JSON syntax there (a missing comma or quote, or a trailing comma)",
             line=exc.lineno,
         ) from None
-    return _Checker(text, path).config(data)
+    except RecursionError:
+        raise _too_deep(text, path) from None
+    except ValueError:
+        # The one other ValueError of json.loads: an integer literal past
+        # Python's int_max_str_digits (4300 digits).
+        match = re.search(r"[:\[,]\s*-?\d{100,}", text)
+        raise ConfigError(
+            path,
+            "a number has thousands of digits",
+            fix="write a number mcp-tray can use (ports, byte counts and seconds are small)",
+            line=text.count("\n", 0, match.start()) + 1 if match else None,
+        ) from None
+    checker = _Checker(text, path)
+    checker.values(data)
+    return checker.config(data)
+
+
+def _too_deep(text: str, path: Path) -> ConfigError:
+    return ConfigError(
+        path,
+        f"the JSON is nested deeper than {MAX_NESTING} levels",
+        fix="a config needs four (mcpServers, a server, its env, a value): remove the extra nesting",
+        line=_deep_line(text, MAX_NESTING),
+    )
+
+
+def _deep_line(text: str, limit: int) -> int | None:
+    """Line where brackets first nest deeper than ``limit`` (only on the error path: slow)."""
+    depth = 0
+    in_string = escaped = False
+    line = 1
+    for char in text:
+        if char == "\n":
+            line += 1
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return None
 
 
 class _DuplicateKey(ValueError):
@@ -200,21 +344,41 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _locate(text: str, keys: list[str], *, last: bool = False) -> int | None:
+def _locate(text: str, keys: list[str | int], *, last: bool = False) -> int | None:
     """Line of the last key in ``keys``, found by walking each quoted key in turn.
 
     JSON parsers forget positions; real configs have unique enough keys that
-    a forward search along the key path finds the right line.
+    a forward search along the key path finds the right line. List indexes
+    (ints) are skipped: the search lands on the list's key.
     """
+    names = [key for key in keys if isinstance(key, str)]
     position = 0
-    for index, key in enumerate(keys):
-        needle = json.dumps(key)
-        is_last = index == len(keys) - 1
-        found = text.rfind(needle) if (last and is_last) else text.find(needle, position)
+    for index, key in enumerate(names):
+        is_last = index == len(names) - 1
+        found = -1
+        # A key may be written as the characters themselves or as \u escapes.
+        for needle in dict.fromkeys((json.dumps(key, ensure_ascii=False), json.dumps(key))):
+            at = text.rfind(needle) if (last and is_last) else text.find(needle, position)
+            if at >= 0:
+                found, position = at, at + len(needle)
+                break
         if found < 0:
             return None
-        position = found + len(needle)
-    return text.count("\n", 0, position) + 1 if keys else None
+    return text.count("\n", 0, position) + 1 if names else None
+
+
+def key_path(keys: list[str | int]) -> str:
+    """``mcpServers.name.env.KEY``, ``args[2]``: keys that are not plain
+    printable text are shown JSON-quoted, so no key can break the line."""
+    shown = ""
+    for key in keys:
+        if isinstance(key, int):
+            shown += f"[{key}]"
+            continue
+        plain = key.isprintable() and key.strip() == key and key != ""
+        part = key if plain else json.dumps(key)
+        shown += f".{part}" if shown else part
+    return shown
 
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -233,6 +397,12 @@ _TYPE_NAMES: Final = {
 }
 
 
+def _printable(text: str) -> str:
+    """``text`` for a one-line message: escaped when it holds a newline or
+    another character that is not printable."""
+    return text if text.isprintable() else json.dumps(text)[1:-1]
+
+
 def _describe(value: object) -> str:
     shown = json.dumps(value)
     if len(shown) > 40:
@@ -245,9 +415,59 @@ class _Checker:
         self.text = text
         self.path = path
 
-    def error(self, keys: list[str], problem: str, fix: str) -> ConfigError:
-        dotted = ".".join(keys)
-        return ConfigError(self.path, problem, fix=fix, key=dotted, line=_locate(self.text, keys))
+    def error(self, keys: list[str | int], problem: str, fix: str) -> ConfigError:
+        return ConfigError(
+            self.path, problem, fix=fix, key=key_path(keys), line=_locate(self.text, keys)
+        )
+
+    def values(self, data: object) -> None:
+        """Refuse, anywhere in the document, what no setting can use: nesting
+        past ``MAX_NESTING``, NaN and infinities (Python's json accepts them;
+        a NaN keepalive would busy-loop), and strings with a NUL or a lone
+        surrogate (no argv, env or path can carry them). Iterative, so a deep
+        document cannot exhaust the stack here either."""
+        stack: list[tuple[object, list[str | int]]] = [(data, [])]
+        while stack:
+            value, keys = stack.pop()
+            if len(keys) > MAX_NESTING:
+                raise _too_deep(self.text, self.path)
+            if isinstance(value, str):
+                self.text_value(keys, value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                shown = "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
+                raise self.error(
+                    keys,
+                    f"{shown} is not a usable number: every setting takes a finite one",
+                    fix="write a finite number (standard JSON has no NaN or Infinity; "
+                    "a number past 1.8e308 reads as Infinity)",
+                )
+            elif isinstance(value, dict):
+                items = list(value.items())
+                for key, _ in items:
+                    self.text_value([*keys, key], key, what="key")
+                # Reversed onto the stack: the first problem in the file is reported.
+                stack.extend(((item, [*keys, key]) for key, item in reversed(items)))
+            elif isinstance(value, list):
+                stack.extend(
+                    ((item, [*keys, index]) for index, item in reversed(list(enumerate(value))))
+                )
+
+    def text_value(self, keys: list[str | int], text: str, *, what: str = "value") -> None:
+        if "\x00" in text:
+            raise self.error(
+                keys,
+                f"this {what} holds a NUL character (\\u0000), which no command, argument, "
+                "environment variable or path can carry",
+                fix="remove the \\u0000",
+            )
+        surrogate = _LONE_SURROGATE_RE.search(text)
+        if surrogate is not None:
+            raise self.error(
+                keys,
+                f"this {what} holds a lone surrogate (\\u{ord(surrogate.group()):04x}): half "
+                "of a UTF-16 pair, not a character",
+                fix="write the character itself, or both halves of its \\u escape pair",
+            )
 
     def config(self, data: object) -> TrayConfig:
         if not isinstance(data, dict):
@@ -320,13 +540,14 @@ class _Checker:
         return GatewaySettings(port=port, max_body_bytes=limit)
 
     def server(self, name: str, entry: object) -> ServerConfig:
-        keys = ["mcpServers", name]
-        if not _NAME_RE.match(name):
+        keys: list[str | int] = ["mcpServers", name]
+        if _NAME_RE.fullmatch(name) is None:
+            suggestion = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64]
             raise self.error(
                 keys,
-                "a server name may hold only letters, digits, '.', '_' and '-' (at most 64)",
-                fix="rename the entry, e.g. "
-                + json.dumps(re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "server"),
+                "a server name may hold only letters, digits, '.', '_' and '-' (at most 64), "
+                "and starts with a letter or digit",
+                fix="rename the entry, e.g. " + json.dumps(suggestion or "server"),
             )
         if not isinstance(entry, dict):
             raise self.error(
@@ -381,6 +602,15 @@ class _Checker:
                 fix='write "env": {"NAME": "value"}',
             )
         for env_key, value in env.items():
+            if not env_key or "=" in env_key:
+                variable, _, rest = env_key.partition("=")
+                raise self.error(
+                    [*keys, "env", env_key],
+                    "an environment variable's name must be non-empty and hold no '='",
+                    fix=f"write it as {json.dumps(variable)}: {json.dumps(rest)}"
+                    if variable
+                    else "give the variable a name (letters, digits and '_' are safe)",
+                )
             if not isinstance(value, str):
                 raise self.error(
                     [*keys, "env", env_key],
@@ -413,11 +643,12 @@ class _Checker:
         if (
             isinstance(keepalive, bool)
             or not isinstance(keepalive, int | float)
-            or keepalive < MIN_KEEPALIVE_SECONDS
+            or not MIN_KEEPALIVE_SECONDS <= keepalive <= MAX_KEEPALIVE_SECONDS
         ):
             raise self.error(
                 [*keys, "keepalive_seconds"],
-                f"must be a number of seconds >= {MIN_KEEPALIVE_SECONDS:g}, got {_describe(keepalive)}",
+                f"must be a number of seconds from {MIN_KEEPALIVE_SECONDS:g} to "
+                f"{MAX_KEEPALIVE_SECONDS:g}, got {_describe(keepalive)}",
                 fix=f"use {DEFAULT_KEEPALIVE_SECONDS:g} (the default) or remove it",
             )
         sharing = entry.get("sharing", "shared")
@@ -449,23 +680,23 @@ class _Checker:
             protocol=protocol,
         )
 
-    def expander(self, keys: list[str]) -> "_Expander":
+    def expander(self, keys: list[str | int]) -> "_Expander":
         return _Expander(self, keys)
 
-    def check_env_value(self, keys: list[str], value: str) -> str:
+    def check_env_value(self, keys: list[str | int], value: str) -> str:
         for match in _PLACEHOLDER_RE.finditer(value):
             inner = match.group(1)
             if not (inner.startswith("keyring:") and inner[len("keyring:") :].strip()):
                 raise self.error(
                     keys,
-                    f"unknown placeholder ${{{inner}}} in an env value",
+                    f"unknown placeholder ${{{_printable(inner)}}} in an env value",
                     fix="env values may hold ${keyring:NAME} (a secret from the OS keyring) or plain text",
                 )
         return value
 
 
 class _Expander:
-    def __init__(self, checker: _Checker, keys: list[str]) -> None:
+    def __init__(self, checker: _Checker, keys: list[str | int]) -> None:
         self.checker = checker
         self.keys = keys
 
@@ -476,20 +707,22 @@ class _Expander:
                 return sys.executable
             if inner == "configDir":
                 return str(self.checker.path.resolve().parent)
+            if inner == "stateDir":
+                return str(default_paths().state_dir)
             if inner.startswith("env:"):
                 name = inner[4:]
                 if name not in os.environ:
                     raise self.checker.error(
                         [*self.keys, key or label],
-                        f"${{env:{name}}} is used but {name} is not set",
-                        fix=f"set {name} before starting mcp-tray, or write the value itself",
+                        f"${{env:{_printable(name)}}} is used but {_printable(name)} is not set",
+                        fix=f"set {_printable(name)} before starting mcp-tray, or write the value itself",
                     )
                 return os.environ[name]
-            hint = did_you_mean(inner, ["python", "configDir", "env:NAME"])
+            hint = did_you_mean(inner, ["python", "configDir", "stateDir", "env:NAME"])
             raise self.checker.error(
                 [*self.keys, key or label],
-                f"unknown placeholder ${{{inner}}}{hint}",
-                fix="use ${python}, ${configDir} or ${env:NAME}",
+                f"unknown placeholder ${{{_printable(inner)}}}{hint}",
+                fix="use ${python}, ${configDir}, ${stateDir} or ${env:NAME}",
             )
 
         return _PLACEHOLDER_RE.sub(replace, value)

@@ -3,8 +3,10 @@
 Every keyring call blocks (D-Bus, a password prompt): callers on the event
 loop go through ``asyncio.to_thread``. Where no usable keyring backend exists
 (a headless box without a Secret Service), the API token falls back to a
-0600 file and says so in a visible warning; env secrets cannot fall back, so
-a server that needs one is parked with a reason that names it.
+0600 file, as many command-line tools keep theirs, and says so in a
+``token-storage`` note: information, not a problem to fix. Env secrets
+cannot fall back, so a server that needs one is parked with a reason that
+names it.
 """
 
 import contextlib
@@ -25,11 +27,17 @@ from core.settings.runtime import new_token
 KEYRING_SERVICE: Final = "mcp-tray"
 #: The keyring entry holding the local API bearer token.
 TOKEN_ENTRY: Final = "api-token"
-_NAME_RE: Final = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
+#: The family of the note that the API token is in a file: information for
+#: the surfaces, never a warning (doctor's exit code ignores it).
+TOKEN_STORAGE_FAMILY: Final = "token-storage"
+#: Families the surfaces show as information rather than as warnings.
+INFO_FAMILIES: Final = frozenset({TOKEN_STORAGE_FAMILY})
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9._:@/-]{1,128}")
 
 
 def check_name(name: str) -> str:
-    if not _NAME_RE.match(name):
+    # fullmatch: a pattern ending in $ would also take a trailing newline.
+    if _NAME_RE.fullmatch(name) is None:
         raise SecretStoreError(
             f"{name!r} is not a usable secret name: use letters, digits and . _ : @ / - (at most 128)"
         )
@@ -41,6 +49,13 @@ def _backend_problem(exc: Exception) -> SecretStoreError:
         f"the OS keyring is not usable ({type(exc).__name__}: {exc}); on Linux, run a Secret Service "
         "(GNOME Keyring or KWallet) in this session, or set PYTHON_KEYRING_BACKEND"
     )
+
+
+def has_secret(name: str) -> bool:
+    """Whether a secret ``name`` is stored; ``SecretStoreError`` when the
+    keyring cannot be used (or the name cannot be), so a caller learns that
+    before it asks the user for a value."""
+    return get_secret(name) is not None
 
 
 def get_secret(name: str) -> str | None:
@@ -98,7 +113,8 @@ def resolve_env(config: ServerConfig) -> dict[str, str]:
 @dataclass(frozen=True)
 class Token:
     value: str
-    #: Set when the keyring could not be used (shown in the Warnings tab and doctor).
+    #: Set when the keyring could not be used: the ``token-storage`` note
+    #: (``"family: text"``), information rather than a problem.
     warning: str | None = None
 
 
@@ -115,11 +131,18 @@ def load_or_create_token(token_file: Path) -> Token:
         return Token(value)
     except keyring.errors.KeyringError as exc:
         value = _file_token(token_file)
-        return Token(
-            value,
-            f"token-storage: no usable OS keyring ({type(exc).__name__}); the API token is in {token_file} "
-            "(mode 0600). Fix: run a Secret Service (GNOME Keyring, KWallet) so mcp-tray can keep it in the keyring.",
-        )
+        return Token(value, token_storage_note(token_file, type(exc).__name__))
+
+
+def token_storage_note(token_file: Path, why: str | None = None) -> str:
+    """The ``token-storage`` note: where the token is, and how to move it into a keyring."""
+    reason = f" ({why})" if why else ""
+    return (
+        f"{TOKEN_STORAGE_FAMILY}: the API token is kept in {token_file} (mode 0600, readable "
+        f"only by you) because no OS keyring is usable{reason}, as many command-line tools "
+        "keep theirs. To keep it in a keyring instead, run a Secret Service (GNOME Keyring, "
+        "KWallet) and restart mcp-tray."
+    )
 
 
 def read_token(token_file: Path) -> str | None:

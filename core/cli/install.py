@@ -1,0 +1,713 @@
+"""Install mcp-tray's servers into an AI client's own config file.
+
+``plan_install`` reads the client's file and works out what installing would
+write: the new text, a unified diff, the servers added, updated, unchanged or
+in conflict, and which client to restart. ``apply_install`` writes it. Both
+``mcp-tray client-config CLIENT --install [--dry-run] [--overwrite]`` and the
+tray's "Connect a client…" dialog are thin faces of these two functions; the
+entries themselves come from ``core.cli.clients.client_snippet``.
+
+The rules (tests/test_install.py checks each):
+
+- Merge by server name. Every other key and every other server of the file is
+  kept byte for byte: the entries are spliced into the file's own text rather
+  than the whole document re-serialised, so the user's layout survives and
+  the diff shows only what mcp-tray adds.
+- An entry of the same name that is not mcp-tray's is replaced only with
+  ``overwrite``; otherwise the plan reports the conflict and nothing is
+  written. An older mcp-tray entry (another launcher path, bridge → HTTP) is
+  simply updated.
+- Idempotent: when nothing would change, nothing is written and no backup made.
+- A backup ``<name>.bak-mcp-tray-<YYYYmmdd-HHMMSS>`` beside the file, made only
+  when the file existed and changes. Timestamped rather than one fixed
+  ``.bak``: a later install that changes something (say bridge → HTTP) would
+  otherwise overwrite the copy of the file as it was before mcp-tray first
+  touched it, which is the one worth keeping.
+- Atomic: a temporary file in the same folder, given the original's mode,
+  then ``os.replace``. A symlinked config (a dotfiles repo) is written through
+  the link, so the link survives.
+- A file that is not JSON is refused (fix it or move it aside), and so is one
+  with comments or trailing commas (VS Code's files allow them): rewriting it
+  would silently drop them.
+"""
+
+import contextlib
+import difflib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from core.base.envvars import CLIENT_NAME_ENV
+from core.base.errors import EXIT_FAILED, CommandError, ConfigError, SnippetError
+from core.cli.clients import client_snippet, strip_jsonc
+from core.cli.desktop_entry import APP_ID
+
+
+@dataclass(frozen=True)
+class ClientFile:
+    """Where a client keeps its MCP servers, and what it takes to load new ones."""
+
+    client: str
+    #: The client's name as its users know it.
+    label: str
+    #: The file, relative to the config home (``$XDG_CONFIG_HOME``) or to the home folder.
+    relative: str
+    under_config_home: bool
+    #: The top-level key that holds the servers.
+    key: str
+    #: Which client to restart, and how: the client sees new servers only then.
+    restart: str
+
+
+# Checked against each client's documentation on 2026-11-30:
+# - Claude Desktop: claude_desktop_config.json, servers under "mcpServers"
+#   (modelcontextprotocol.io/quickstart/user); read only at start ("restart
+#   Claude Desktop", and quitting the window is not enough). There is no
+#   official Linux build; the community ones use ~/.config/Claude
+#   (aaddrick/claude-desktop-debian#400).
+# - Claude Code: the user scope (`claude mcp add --scope user`) is the
+#   top-level "mcpServers" of ~/.claude.json; "projects.<path>.mcpServers"
+#   is the per-project local scope, left alone (code.claude.com/docs/en/mcp).
+# - Cursor: the global ~/.cursor/mcp.json, servers under "mcpServers"
+#   (cursor.com/docs/mcp); "save the file and restart Cursor".
+# - VS Code: the user profile's mcp.json (~/.config/Code/User/mcp.json since
+#   1.102; before that a "mcp" key of settings.json), servers under top-level
+#   "servers", each with "type": "stdio" or "http"
+#   (code.visualstudio.com/docs/copilot/reference/mcp-configuration).
+CLIENT_FILES: Final = {
+    "claude": ClientFile(
+        "claude",
+        "Claude Desktop",
+        "Claude/claude_desktop_config.json",
+        True,
+        "mcpServers",
+        "restart Claude Desktop: quit it completely (from its tray icon too, not only the "
+        "window) and start it again; it reads this file only when it starts",
+    ),
+    "claude-code": ClientFile(
+        "claude-code",
+        "Claude Code",
+        ".claude.json",
+        False,
+        "mcpServers",
+        "restart Claude Code: running `claude` sessions read ~/.claude.json only when they "
+        "start, so start a new one",
+    ),
+    "cursor": ClientFile(
+        "cursor",
+        "Cursor",
+        ".cursor/mcp.json",
+        False,
+        "mcpServers",
+        "restart Cursor so it loads the new servers",
+    ),
+    "vscode": ClientFile(
+        "vscode",
+        "VS Code",
+        "Code/User/mcp.json",
+        True,
+        "servers",
+        "restart VS Code, or run 'Developer: Reload Window' in each of its windows",
+    ),
+}
+#: The clients ``--install`` can write to, in the order the dialog lists them.
+INSTALLABLE: Final = tuple(CLIENT_FILES)
+
+#: A new client file gets this mode: an HTTP entry carries the API token,
+#: and the client reads the file as this same user.
+NEW_FILE_MODE: Final = 0o600
+BACKUP_INFIX: Final = ".bak-mcp-tray-"
+_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+_DECODER: Final = json.JSONDecoder()
+_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
+_LEADING: Final = re.compile(r"[ \t]*")
+_FIRST_INDENT: Final = re.compile(r"\n([ \t]+)\S")
+_DEFAULT_INDENT: Final = "  "
+
+Entries = Mapping[str, Mapping[str, Any]]
+
+
+# ------------------------------------------------------------------ where
+
+
+def config_home(home: Path | None = None, xdg_config_home: Path | None = None) -> Path:
+    """``$XDG_CONFIG_HOME`` (absolute only, as the XDG spec says), else ``home/.config``.
+
+    An injected ``home`` is a whole world of its own: the environment's
+    ``XDG_CONFIG_HOME`` is read only when neither argument is given, so a
+    test's tmp_path never leaks into the real config folder.
+    """
+    if xdg_config_home is not None:
+        return xdg_config_home
+    if home is not None:
+        return home / ".config"
+    value = os.environ.get("XDG_CONFIG_HOME", "")
+    if value and Path(value).is_absolute():
+        return Path(value)
+    return Path.home() / ".config"
+
+
+def client_file(client: str) -> ClientFile:
+    found = CLIENT_FILES.get(client)
+    if found is None:
+        if client == "inspector":
+            raise SnippetError(
+                "the MCP Inspector keeps no config file to install into: print the snippet "
+                "with `mcp-tray client-config inspector` and fill its form from it"
+            )
+        raise SnippetError(
+            f"cannot install into {client!r}: choose one of {', '.join(INSTALLABLE)}"
+        )
+    return found
+
+
+def client_config_path(
+    client: str, *, home: Path | None = None, xdg_config_home: Path | None = None
+) -> Path:
+    """Where ``client`` keeps its MCP servers on Linux."""
+    spec = client_file(client)
+    if spec.under_config_home:
+        return config_home(home, xdg_config_home) / spec.relative
+    return (home if home is not None else Path.home()) / spec.relative
+
+
+# ---------------------------------------------------------------- entries
+
+
+def entries_of(snippet: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The servers of a ``client_snippet`` result, without its top-level key."""
+    (servers,) = snippet.values()
+    return {name: dict(entry) for name, entry in servers.items()}
+
+
+def snippet_entries(
+    client: str,
+    names: Sequence[str],
+    *,
+    http_url: str | None = None,
+    token: str | None = None,
+    tray_home: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``client``'s entries for ``names``, built by ``client_snippet`` (bridge, or HTTP at ``http_url``)."""
+    return entries_of(
+        client_snippet(client, list(names), http_url=http_url, token=token, home=tray_home)
+    )
+
+
+def is_mcp_tray_entry(name: str, entry: object) -> bool:
+    """Whether ``entry`` (named ``name`` in a client's file) reaches mcp-tray.
+
+    Ours: a bridge (``… connect SERVER`` by the mcp-tray launcher, or any
+    entry carrying the bridge's client-name variable) or an HTTP entry for
+    this server on the loopback gateway. Such an entry is updated freely; any
+    other one of the same name is the user's own.
+    """
+    if not isinstance(entry, dict):
+        return False
+    env = entry.get("env")
+    if isinstance(env, dict) and CLIENT_NAME_ENV in env:
+        return True
+    command, args = entry.get("command"), entry.get("args")
+    # The launcher is the mcp-tray script, or `python -m app.entry` without one;
+    # a bridge under another name (an alias the user made) is still mcp-tray's.
+    if (
+        isinstance(command, str)
+        and isinstance(args, list)
+        and len(args) >= 2
+        and args[-2] == "connect"
+        and (Path(command).name == APP_ID or "app.entry" in args)
+    ):
+        return True
+    url = entry.get("url")
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        return parts.hostname in _LOOPBACK and parts.path in (f"/mcp/{name}", f"/{name}/mcp")
+    return False
+
+
+# ------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A same-name entry in the client's file that mcp-tray did not write."""
+
+    name: str
+    existing: Any
+
+    def __str__(self) -> str:
+        return f"{self.name!r} is already there and is not mcp-tray's ({_describe(self.existing)})"
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """What installing would do. ``text == original`` when nothing changes."""
+
+    client: str
+    label: str
+    #: The client's file, as the user knows it.
+    path: Path
+    #: The file actually written: ``path`` with any symlink followed.
+    target: Path
+    #: The file's text before; None when there is no file yet.
+    original: str | None
+    text: str
+    document: dict[str, Any]
+    diff: str
+    restart: str
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    #: Same-name entries that are not mcp-tray's: apply refuses while there are any.
+    conflicts: tuple[Conflict, ...] = ()
+
+    @property
+    def changes(self) -> bool:
+        return self.text != self.original
+
+    def conflict_text(
+        self, fix: str = "pass --overwrite to replace it, or leave that server out"
+    ) -> str:
+        listed = "; ".join(map(str, self.conflicts))
+        return f"{self.path}: {listed}. Nothing was written: {fix}"
+
+    def summary(self) -> str:
+        """One line on what an install would do."""
+        if self.conflicts:
+            return self.conflict_text()
+        if not self.changes:
+            names = ", ".join(self.unchanged)
+            return f"nothing to change: {self.path} already points {self.label} at {names}"
+        parts = []
+        if self.added:
+            parts.append(f"adds {', '.join(self.added)}")
+        if self.updated:
+            parts.append(f"updates {', '.join(self.updated)}")
+        verb = "creates" if self.original is None else "changes"
+        return f"{verb} {self.path}: {'; '.join(parts)}"
+
+
+def plan_install(
+    client: str,
+    entries: Entries,
+    *,
+    home: Path | None = None,
+    xdg_config_home: Path | None = None,
+    path: Path | None = None,
+    overwrite: bool = False,
+) -> InstallPlan:
+    """What installing ``entries`` into ``client``'s file would write (nothing is written).
+
+    ``home`` and ``xdg_config_home`` place the file (tests give tmp_path);
+    ``path`` names it outright. Raises ``ConfigError`` when the file cannot be
+    read or is not plain JSON, ``SnippetError`` when there is nothing to install.
+    """
+    spec = client_file(client)
+    if not entries:
+        raise SnippetError(
+            "no servers to install: pass --server NAME (repeatable), or configure servers first"
+        )
+    where = (
+        path
+        if path is not None
+        else client_config_path(client, home=home, xdg_config_home=xdg_config_home)
+    )
+    target = Path(os.path.realpath(where))
+    original = _read(target, where)
+    current = _parse(original, where, client) if original is not None else {}
+    servers = current.get(spec.key, {})
+    if not isinstance(servers, dict):
+        raise ConfigError(
+            where,
+            "is not a JSON object",
+            key=spec.key,
+            fix="fix it (the servers go in an object keyed by name) or move the file aside",
+        )
+    added: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    conflicts: list[Conflict] = []
+    changed: dict[str, dict[str, Any]] = {}
+    for name, entry in entries.items():
+        wanted = json.loads(json.dumps(entry))  # a plain, JSON-shaped copy
+        if name not in servers:
+            added.append(name)
+        elif servers[name] == wanted:
+            unchanged.append(name)
+            continue
+        elif is_mcp_tray_entry(name, servers[name]) or overwrite:
+            updated.append(name)
+        else:
+            conflicts.append(Conflict(name, servers[name]))
+            continue
+        changed[name] = wanted
+    document = json.loads(json.dumps(current))
+    if changed:
+        document.setdefault(spec.key, {}).update(changed)
+        text = _merged_text(original, spec.key, changed, document)
+    else:
+        text = original if original is not None else ""
+    return InstallPlan(
+        client=client,
+        label=spec.label,
+        path=where,
+        target=target,
+        original=original,
+        text=text,
+        document=document,
+        diff=_diff(original, text, where),
+        restart=spec.restart,
+        added=tuple(added),
+        updated=tuple(updated),
+        unchanged=tuple(unchanged),
+        conflicts=tuple(conflicts),
+    )
+
+
+def _describe(entry: object) -> str:
+    if isinstance(entry, dict):
+        if isinstance(entry.get("command"), str):
+            args = entry.get("args")
+            words = [entry["command"], *(args if isinstance(args, list) else [])]
+            return "runs " + " ".join(map(str, words))
+        if isinstance(entry.get("url"), str):
+            return f"url {entry['url']}"
+    return f"{json.dumps(entry)[:60]}"
+
+
+def _read(target: Path, shown: Path) -> str | None:
+    try:
+        return target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            shown, "is not UTF-8 text", fix="fix it or move it aside, then install again"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            shown,
+            f"cannot be read ({exc.strerror or exc})",
+            fix="check that it is a file you can read, or move it aside",
+        ) from None
+
+
+def _parse(text: str, shown: Path, client: str) -> dict[str, Any]:
+    # An empty file (made by `touch`, or a client that never wrote it) is an empty config.
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if _is_jsonc(text):
+            raise ConfigError(
+                shown,
+                "holds comments or trailing commas, which mcp-tray would lose by rewriting it, "
+                "so it left the file alone",
+                fix=f"remove them and install again, or paste the entries from "
+                f"`mcp-tray client-config {client}` into it by hand",
+            ) from None
+        raise ConfigError(
+            shown,
+            f"is not valid JSON ({exc.msg}, column {exc.colno})",
+            line=exc.lineno,
+            fix="fix it or move it aside, then install again",
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            shown,
+            "its top level is not a JSON object",
+            fix="fix it or move it aside, then install again",
+        )
+    return data
+
+
+def _is_jsonc(text: str) -> bool:
+    try:
+        json.loads(strip_jsonc(text))
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------- splicing
+
+
+@dataclass(frozen=True)
+class _Member:
+    key: str
+    key_start: int
+    value_start: int
+    value_end: int
+
+
+@dataclass(frozen=True)
+class _Object:
+    open: int
+    close: int
+    members: list[_Member] = field(default_factory=list)
+
+
+def _skip(text: str, at: int) -> int:
+    match = _WHITESPACE.match(text, at)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
+
+
+def _object_at(text: str, start: int) -> _Object:
+    """The members of the object whose ``{`` is at ``start``; ``text`` is valid JSON."""
+    members: list[_Member] = []
+    at = _skip(text, start + 1)
+    if text[at] == "}":
+        return _Object(start, at, members)
+    while True:
+        key, after_key = _DECODER.raw_decode(text, at)
+        value_start = _skip(text, _skip(text, after_key) + 1)  # past the colon
+        _, value_end = _DECODER.raw_decode(text, value_start)
+        members.append(_Member(key, at, value_start, value_end))
+        at = _skip(text, value_end)
+        if text[at] == "}":
+            return _Object(start, at, members)
+        at = _skip(text, at + 1)  # past the comma
+
+
+def _last(obj: _Object, key: str) -> _Member | None:
+    # JSON keeps the last of duplicate keys, so that is the one to edit.
+    return next((m for m in reversed(obj.members) if m.key == key), None)
+
+
+def _indent_of_line(text: str, at: int) -> str:
+    match = _LEADING.match(text, text.rfind("\n", 0, at) + 1)
+    assert match is not None
+    return match.group(0)
+
+
+def _render(value: Any, unit: str | None, indent: str) -> str:
+    if unit is None:
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, indent=unit, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _insert(text: str, obj: _Object, key: str, value: Any, unit: str) -> str:
+    def member_text(u: str | None, indent: str) -> str:
+        return f"{json.dumps(key, ensure_ascii=False)}: {_render(value, u, indent)}"
+
+    inside = text[obj.open : obj.close + 1]
+    # A one-line object stays on one line; an empty one follows the file's layout.
+    if "\n" not in inside and (obj.members or "\n" not in text.strip()):
+        if obj.members:
+            at = obj.members[-1].value_end
+            return f"{text[:at]}, {member_text(None, '')}{text[at:]}"
+        return f"{text[: obj.open + 1]}{member_text(None, '')}{text[obj.close :]}"
+    if obj.members:
+        at = obj.members[-1].value_end
+        indent = _indent_of_line(text, obj.members[-1].key_start)
+        return f"{text[:at]},\n{indent}{member_text(unit, indent)}{text[at:]}"
+    outer = _indent_of_line(text, obj.open)
+    indent = outer + unit
+    return (
+        f"{text[: obj.open + 1]}\n{indent}{member_text(unit, indent)}\n{outer}{text[obj.close :]}"
+    )
+
+
+def _replace(text: str, member: _Member, value: Any, unit: str) -> str:
+    old = text[member.value_start : member.value_end]
+    rendered = (
+        _render(value, None, "")
+        if "\n" not in old and "\n" not in text.strip()
+        else _render(value, unit, _indent_of_line(text, member.key_start))
+    )
+    return f"{text[: member.value_start]}{rendered}{text[member.value_end :]}"
+
+
+def _merged_text(
+    original: str | None, key: str, changed: dict[str, Any], document: dict[str, Any]
+) -> str:
+    """The file's text with ``changed`` spliced into its ``key`` object.
+
+    Falls back to re-serialising the whole document when there is no text to
+    keep, or when the splice does not parse back to ``document`` (it always
+    should; the check makes a mistake cost formatting, never content).
+    """
+    # With nothing of the user's to keep, the document is written afresh.
+    if original is None or not original.strip() or json.loads(original) == {}:
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    found = _FIRST_INDENT.search(original)
+    unit = found.group(1) if found else _DEFAULT_INDENT
+    text = original
+    for name, entry in changed.items():
+        top = _object_at(text, _skip(text, 0))
+        holder = _last(top, key)
+        if holder is None:
+            text = _insert(text, top, key, {name: entry}, unit)
+            continue
+        servers = _object_at(text, holder.value_start)
+        member = _last(servers, name)
+        text = (
+            _insert(text, servers, name, entry, unit)
+            if member is None
+            else _replace(text, member, entry, unit)
+        )
+    try:
+        spliced_ok = json.loads(text) == document
+    except ValueError:
+        spliced_ok = False
+    if spliced_ok:
+        return text
+    return json.dumps(document, indent=unit, ensure_ascii=False) + "\n"
+
+
+def _diff(original: str | None, text: str, shown: Path) -> str:
+    before = (original or "").splitlines(keepends=True)
+    after = text.splitlines(keepends=True)
+    lines = difflib.unified_diff(
+        before, after, fromfile="/dev/null" if original is None else str(shown), tofile=str(shown)
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# ------------------------------------------------------------------ apply
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What ``apply_install`` did; ``str()`` is the user's text, one fact a line."""
+
+    plan: InstallPlan
+    written: bool
+    backup: Path | None = None
+    #: The written file's mode (None when nothing was written).
+    mode: int | None = None
+
+    def lines(self) -> list[str]:
+        plan = self.plan
+        if not self.written:
+            return [plan.summary()]
+        done = []
+        if plan.added:
+            done.append(f"added {', '.join(plan.added)}")
+        if plan.updated:
+            done.append(f"updated {', '.join(plan.updated)}")
+        out = [f"wrote {plan.path}: {'; '.join(done)}"]
+        if self.backup is not None:
+            out.append(f"backup of the previous file: {self.backup}")
+        else:
+            out.append("no backup: the file is new")
+        if self.mode is not None and self.mode & 0o077 and _holds_token(plan):
+            out.append(
+                f"note: {plan.path} holds the API token and other users can read it; "
+                f"chmod 600 {plan.path}"
+            )
+        out.append(plan.restart)
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _holds_token(plan: InstallPlan) -> bool:
+    servers = plan.document.get(CLIENT_FILES[plan.client].key, {})
+    return any(
+        isinstance(servers.get(name), dict) and "headers" in servers[name]
+        for name in (*plan.added, *plan.updated)
+    )
+
+
+def apply_install(
+    plan: InstallPlan, *, now: Callable[[], datetime] = datetime.now
+) -> InstallResult:
+    """Write ``plan``: backup first (when the file existed), then the new text, atomically.
+
+    Refuses a plan with conflicts, and one made from a file that changed
+    since (the user approved a diff that no longer holds).
+    """
+    if plan.conflicts:
+        raise CommandError(plan.conflict_text(), EXIT_FAILED)
+    if not plan.changes:
+        return InstallResult(plan, written=False)
+    if _read(plan.target, plan.path) != plan.original:
+        raise CommandError(
+            f"{plan.path} changed since this install was planned (is {plan.label} running "
+            "and writing it?); nothing was written: look at the new diff and install again"
+        )
+    try:
+        plan.target.parent.mkdir(parents=True, exist_ok=True)
+        backup = None
+        mode = NEW_FILE_MODE
+        if plan.original is not None:
+            mode = stat.S_IMODE(plan.target.stat().st_mode)
+            backup = _backup_path(plan.target, now())
+            shutil.copy2(plan.target, backup)
+        _write_atomically(plan.target, plan.text, mode)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot write {plan.path} ({exc.strerror or exc}); it was left as it was: "
+            "check that you may write its folder"
+        ) from None
+    return InstallResult(plan, written=True, backup=backup, mode=mode)
+
+
+def _backup_path(target: Path, when: datetime) -> Path:
+    base = f"{target.name}{BACKUP_INFIX}{when:%Y%m%d-%H%M%S}"
+    candidate = target.with_name(base)
+    serial = 2
+    # Two installs in one second must not overwrite the first backup.
+    while candidate.exists():
+        candidate = target.with_name(f"{base}-{serial}")
+        serial += 1
+    return candidate
+
+
+def _write_atomically(target: Path, text: str, mode: int) -> None:
+    fd, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".mcp-tray-tmp"
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+# -------------------------------------------------------------------- CLI
+
+
+def run_install(
+    client: str,
+    entries: Entries,
+    *,
+    dry_run: bool,
+    overwrite: bool,
+    home: Path | None = None,
+) -> int:
+    """``client-config CLIENT --install [--dry-run] [--overwrite]``: its exit code.
+
+    0: installed, nothing to change, or a dry run without conflicts; 1: a
+    conflict; errors in the client's file raise ``ConfigError`` (2).
+    """
+    plan = plan_install(client, entries, home=home, overwrite=overwrite)
+    if dry_run:
+        if plan.diff:
+            sys.stdout.write(plan.diff)
+        print(f"mcp-tray: dry run, nothing written: {plan.summary()}", file=sys.stderr)
+        if plan.changes and not plan.conflicts:
+            print(f"mcp-tray: after installing, {plan.restart}", file=sys.stderr)
+        return EXIT_FAILED if plan.conflicts else 0
+    print(apply_install(plan))
+    return 0
