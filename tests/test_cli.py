@@ -588,6 +588,7 @@ def test_a_config_that_is_no_regular_file_or_too_big_exits_2_at_once(
         ["call", "a", "b", "--timeout", "0"],
         ["call", "a", "b", "--timeout", "1e309"],
         ["call", "a", "b", "--timeout", "86401"],
+        ["call", "a", "b", "--timeout", "1e-130"],
         ["start", "a", "--wait", "nan"],
         ["respawn", "a", "--wait", "inf"],
         ["start", "a", "--wait", "-1"],

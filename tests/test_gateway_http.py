@@ -306,6 +306,7 @@ async def test_the_control_api_answers_hostile_call_bodies_with_400(
         b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": NaN}',
         b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": true}',
         b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": 1e308}',
+        b'{"tool": "echo", "arguments": {"text": "x"}, "timeout": 5e-130}',
         b"\xff\xfe not json",
     ]
     for body in hostile:

@@ -157,3 +157,17 @@ def test_accept_errors_are_summarised_once_a_minute_and_other_errors_pass_throug
     assert throttle.count == 1001
     assert passed == [{"message": "something else"}]
     assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_a_request_without_the_token_is_refused_and_its_connection_closed(
+    tray: TrayService,
+) -> None:
+    head = b"GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with raw_sockets(tray, 1, head) as (sock,):
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        reply = b""
+        while chunk := await asyncio.wait_for(loop.sock_recv(sock, 4096), 5):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 401")
+    assert b"connection: close" in reply.lower()

@@ -57,6 +57,8 @@ DOCTOR_API_TIMEOUT_SECONDS: Final = 5.0
 #: call (core.serving.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
 #: load starlette into every CLI call; a test pins the two together).
 MAX_SECONDS: Final = 86400.0
+#: The shortest call timeout (core.serving.api.MIN_CALL_TIMEOUT_SECONDS).
+MIN_SECONDS: Final = 0.001
 #: ``secret set`` reads at most this much: keyrings hold passwords and
 #: tokens, and a bigger value is a file piped in by mistake.
 MAX_SECRET_BYTES: Final = 64 * 1024
@@ -248,11 +250,11 @@ def _seconds(text: str) -> float:
 
 
 def _call_timeout(text: str) -> float:
-    """An argparse type: seconds above 0 and at most ``MAX_SECONDS`` (what the API takes)."""
+    """An argparse type: seconds from ``MIN_SECONDS`` to ``MAX_SECONDS`` (what the API takes)."""
     value = _finite(text)
-    if not 0 < value <= MAX_SECONDS:
+    if not MIN_SECONDS <= value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give a number of seconds above 0 and at most {MAX_SECONDS:g}"
+            f"{text!r}: give a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
         )
     return value
 

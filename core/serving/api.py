@@ -35,12 +35,23 @@ LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 120.0
 #: The longest a call through the API may be told to wait (a day).
 MAX_CALL_TIMEOUT_SECONDS: Final = 86400.0
+#: The shortest: below a millisecond no call can be answered, so the
+#: "did not answer in time" it would earn says nothing true about the server.
+MIN_CALL_TIMEOUT_SECONDS: Final = 0.001
 #: A control-API body is a tool call's arguments, not a file upload.
 MAX_API_BODY_BYTES: Final = 4 * 1024 * 1024
 
 
 def _error(status: int, message: str, kind: str = "error") -> JSONResponse:
     return JSONResponse({"error": message, "kind": kind}, status_code=status)
+
+
+def _refusal(status: int, message: str, kind: str) -> JSONResponse:
+    """A 401/403 that also ends the connection: whoever sent it gets no second
+    request on it, and it frees its place under the connection cap at once."""
+    response = _error(status, message, kind)
+    response.headers["connection"] = "close"
+    return response
 
 
 async def _json_body(request: Request) -> Any:
@@ -107,13 +118,13 @@ class GuardMiddleware:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if not host_is_loopback(headers.get("host", "")):
-            await _error(403, "forbidden: the Host header is not a loopback address", "forbidden")(
-                scope, receive, send
-            )
+            await _refusal(
+                403, "forbidden: the Host header is not a loopback address", "forbidden"
+            )(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin is not None and not origin_is_loopback(origin):
-            await _error(
+            await _refusal(
                 403, f"forbidden: Origin {origin!r} is not a loopback address", "forbidden"
             )(scope, receive, send)
             return
@@ -121,7 +132,7 @@ class GuardMiddleware:
             supplied = headers.get("authorization", "")
             expected = f"Bearer {self._token()}"
             if not hmac.compare_digest(supplied.encode(), expected.encode()):
-                response = _error(
+                response = _refusal(
                     401,
                     "unauthorized: send Authorization: Bearer <token> (mcp-tray token prints it)",
                     "unauthorized",
@@ -195,12 +206,12 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         if (
             not isinstance(timeout, int | float)
             or isinstance(timeout, bool)
-            or not 0 < timeout <= MAX_CALL_TIMEOUT_SECONDS
+            or not MIN_CALL_TIMEOUT_SECONDS <= timeout <= MAX_CALL_TIMEOUT_SECONDS
         ):
             return _error(
                 400,
-                f'"timeout" must be a number of seconds above 0 and at most '
-                f"{MAX_CALL_TIMEOUT_SECONDS:g}",
+                f'"timeout" must be a number of seconds from {MIN_CALL_TIMEOUT_SECONDS:g} '
+                f"to {MAX_CALL_TIMEOUT_SECONDS:g}",
                 "bad-request",
             )
         try:
