@@ -3,12 +3,17 @@
 The core calls subscribers synchronously on its event loop (the same loop Qt
 runs under qasync). A burst of core events (a respawn emits several) is
 folded into one ``changed`` signal per event-loop turn, so views rebuild
-once; stderr lines pass through one by one for the Logs tab.
+once; stderr lines pass through one by one (the Logs tab reads the server's
+log file when one arrives). ``activity_for`` gives the window the history
+behind its sparklines.
 """
+
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.base.snapshot import AlertKind, Event, EventKind, TraySnapshot
+from core.serving.activity import ActivityHistory, attach
 from core.supervision.supervisor import Supervisor
 
 #: How long events are gathered before views hear of them.
@@ -55,3 +60,13 @@ class CoreLink(QObject):
     def _flush(self) -> None:
         kinds, self._kinds = self._kinds, set()
         self.changed.emit(self.snapshot(), kinds)
+
+
+def activity_for(service: Any) -> ActivityHistory:
+    """The service's activity history: its own once TrayService keeps one
+    (``service.activity``), else one attached to its supervisor now, once."""
+    history = getattr(service, "activity", None)
+    if not isinstance(history, ActivityHistory):
+        history = attach(service.supervisor)
+        service.activity = history
+    return history

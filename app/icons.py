@@ -1,18 +1,28 @@
-"""Tray icons from resources/icons: each colour also has its own shape."""
+"""Icons from resources/icons: each colour also has its own shape.
+
+A server's row shows the icon its state would give the tray (``state_icon``),
+so the table and the tray speak one visual language: green disc, amber
+triangle, red octagon, grey ring.
+"""
 
 from functools import cache
-from pathlib import Path
 
 from PySide6.QtGui import QIcon
 
-from app.status import TrayColour
+from app.status import TrayColour, state_colour
+from core.base.resources import icons_dir
+from core.base.states import ServerState
 
-ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
+ICONS = icons_dir()
 
 
 @cache
 def tray_icon(colour: TrayColour) -> QIcon:
     return QIcon(str(ICONS / f"tray-{colour.value}.svg"))
+
+
+def state_icon(state: ServerState) -> QIcon:
+    return tray_icon(state_colour(state))
 
 
 @cache

@@ -5,11 +5,16 @@ registry watch, hot reload, local HTTP server) on that same loop. One
 instance per user: a second launch asks the first to raise its window and
 exits 0. With no system tray available it says so in one line and runs
 headless instead.
+
+A person who launches it (the menu entry, ``mcp-tray``, ``make run``) gets
+the window; the login autostart entry passes ``--minimized`` and it stays
+in the tray, unless the config is broken (then the window shows why).
 """
 
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from core.base.errors import AlreadyRunning, NotRunning
@@ -37,7 +42,13 @@ def ask_running_instance_to_raise(paths: Paths) -> int | None:
     return 0
 
 
-def run_gui(config: TrayConfig, paths: Paths, config_error: str | None = None) -> int:
+def run_gui(
+    config: TrayConfig,
+    paths: Paths,
+    config_error: str | None = None,
+    *,
+    minimized: bool = False,
+) -> int:
     if (code := ask_running_instance_to_raise(paths)) is not None:
         return code
     from PySide6.QtWidgets import QApplication, QSystemTrayIcon
@@ -54,7 +65,7 @@ def run_gui(config: TrayConfig, paths: Paths, config_error: str | None = None) -
     import qasync
 
     try:
-        return int(qasync.run(_main(app, config, paths, config_error)))
+        return int(qasync.run(_main(app, config, paths, config_error, minimized=minimized)))
     except AlreadyRunning as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
         return 0
@@ -77,7 +88,7 @@ class Gui:
         service.on_raise = self.window.bring_up
         self.tray = TrayController(self.link, TrayActions(service, self.window.bring_up, self.quit))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in SIGNALS:
             loop.add_signal_handler(sig, self.quit)
 
     def show(self) -> None:
@@ -86,18 +97,40 @@ class Gui:
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray.show()
 
+    def present(self, *, minimized: bool, config_error: str | None = None) -> None:
+        """The window for a person's launch; only the tray for the autostart
+        (``--minimized``), unless a broken config needs saying."""
+        if not minimized or config_error:
+            self.window.bring_up()
+
     def quit(self) -> None:
         if not self.done.done():
             self.done.set_result(0)
 
     async def close(self) -> None:
         self.tray.icon.hide()
-        self.window.hide()
+        await self.window.aclose()
         self.link.close()
+        loop = asyncio.get_running_loop()
+        for sig in SIGNALS:
+            loop.remove_signal_handler(sig)
         await self.service.aclose()
 
 
-async def _main(app: Any, config: TrayConfig, paths: Paths, config_error: str | None) -> int:
+#: Stop as the Quit entry does.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def _main(
+    app: Any,
+    config: TrayConfig,
+    paths: Paths,
+    config_error: str | None,
+    *,
+    minimized: bool = False,
+    started: Callable[[Gui], None] | None = None,
+) -> int:
+    """The tray until Quit; ``started`` is told the Gui once it shows (tests)."""
     from core.serving.service import TrayService
 
     service = TrayService(config, paths)
@@ -106,9 +139,10 @@ async def _main(app: Any, config: TrayConfig, paths: Paths, config_error: str | 
         service.supervisor.report_config_error(config_error)
     gui = Gui(app, service)
     gui.show()
-    if config_error:
-        gui.window.bring_up()
+    gui.present(minimized=minimized, config_error=config_error)
     print(f"mcp-tray running in the tray; API {service.url}", file=sys.stderr, flush=True)
+    if started is not None:
+        started(gui)
     try:
         return await gui.done
     finally:

@@ -5,10 +5,14 @@ removes gone ones, and emits ``dataChanged`` only for the cells that
 changed, so views keep their selection and sort; nothing ever resets a
 model. ``tick(now)`` recomputes only the time-derived cells (ages, uptime)
 and emits ``dataChanged`` for exactly the rows whose text changed.
+
+Besides the text, a model answers ``SORT_ROLE`` (numbers sort as numbers:
+"9.5 MiB" before "68.0 MiB") and, per column, an icon (``decoration``) and
+a value for a delegate to draw (``SERIES_ROLE``: a server's activity).
 """
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -16,6 +20,7 @@ from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
+from app.icons import state_icon
 from core.base.snapshot import (
     ResourceUsage,
     ServerSnapshot,
@@ -24,10 +29,22 @@ from core.base.snapshot import (
     WorkerSnapshot,
 )
 from core.registry.identity import client_display_name
+from core.serving.activity import Series
+from core.settings.secrets import INFO_FAMILIES
+from core.supervision.offer import ToolRow
 
 #: A frozen snapshot dataclass (or ``ServerRow``): models read its fields.
 Row = Any
 Index = QModelIndex | QPersistentModelIndex
+
+#: What the sort proxy sorts by (``RowModel.sort_value``).
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+#: A server's activity ``Series``, for the sparkline delegate.
+SERIES_ROLE = Qt.ItemDataRole.UserRole + 2
+#: The roles answered from the row object (the text is cached per cell).
+_ROW_ROLES = frozenset(
+    {Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.DecorationRole, SORT_ROLE, SERIES_ROLE}
+)
 
 
 @lru_cache(maxsize=4096)
@@ -90,9 +107,17 @@ class RowModel(QAbstractTableModel):
             return self._text[index.row()][index.column()]
         if role == Qt.ItemDataRole.UserRole:
             return self._keys[index.row()]
+        # Views ask for a dozen roles per painted cell: answer the others at once.
+        if role not in _ROW_ROLES:
+            return None
+        row, column = self._rows[index.row()], self.COLUMNS[index.column()][0]
         if role == Qt.ItemDataRole.ToolTipRole:
-            return self.tooltip(self._rows[index.row()], self.COLUMNS[index.column()][0])
-        return None
+            return self.tooltip(row, column)
+        if role == SORT_ROLE:
+            return self.sort_value(row, column, self._text[index.row()][index.column()])
+        if role == Qt.ItemDataRole.DecorationRole:
+            return self.decoration(row, column)
+        return self.value(row, column)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
@@ -112,6 +137,22 @@ class RowModel(QAbstractTableModel):
 
     def tooltip(self, row: Row, column: str) -> str | None:
         return None
+
+    def sort_value(self, row: Row, column: str, text: str) -> Any:
+        """What the column sorts by: its text, unless a subclass knows better."""
+        return text
+
+    def decoration(self, row: Row, column: str) -> Any:
+        return None
+
+    def value(self, row: Row, column: str) -> Any:
+        """A cell's value for a delegate to draw (``SERIES_ROLE``)."""
+        return None
+
+    @classmethod
+    def column(cls, key: str) -> int:
+        """The position of the column keyed ``key``."""
+        return [k for k, _ in cls.COLUMNS].index(key)
 
     def row(self, key: str) -> Row | None:
         position = self._where.get(key)
@@ -201,16 +242,19 @@ class RowModel(QAbstractTableModel):
 
 @dataclass(frozen=True)
 class ServerRow:
-    """A server as the Servers tab shows it: its snapshot and, while sampled, its usage."""
+    """A server as the Servers tab shows it: its snapshot, its usage while sampled
+    (only for the child that was sampled), and its recent activity."""
 
     server: ServerSnapshot
     usage: ResourceUsage | None = None
+    activity: Series | None = None
 
 
 class ServersModel(RowModel):
     COLUMNS = (
         ("name", "Server"),
         ("state", "State"),
+        ("activity", "Calls, 10 min"),
         ("pid", "PID"),
         ("generation", "Gen"),
         ("uptime", "Uptime"),
@@ -240,8 +284,11 @@ class ServersModel(RowModel):
             return "" if cpu is None else f"{cpu:.1f}"
         if column == "rss":
             return human_bytes(usage.rss_bytes if usage else None)
+        if column == "activity":
+            return row.activity.summary() if row.activity else ""
         if column == "last_error":
-            return server.parked_reason or server.last_error or ""
+            # One line in the table; the details pane shows it whole.
+            return " ".join((server.parked_reason or server.last_error or "").split())
         return super().text(server, column)
 
     def tooltip(self, row: ServerRow, column: str) -> str | None:
@@ -250,13 +297,60 @@ class ServersModel(RowModel):
             return server.parked_reason or server.last_error or server.state.value
         if column == "name":
             return server.command
+        if column == "activity" and row.activity is not None:
+            return (
+                row.activity.summary()
+                + ". Blue: calls; red: failed calls; a mark: a restart (amber after a crash)."
+            )
+        if column in ("cpu", "rss"):
+            return (
+                "The child and its descendants, sampled every few seconds while this window shows."
+            )
         return None
+
+    def sort_value(self, row: ServerRow, column: str, text: str) -> Any:
+        server, usage = row.server, row.usage
+        if column in ("pid", "generation", "restarts"):
+            return getattr(server, column) or 0
+        if column == "uptime":
+            return self._now - server.started_at if server.started_at else -1.0
+        if column == "cpu":
+            return usage.cpu_percent if usage and usage.cpu_percent is not None else -1.0
+        if column == "rss":
+            return usage.rss_bytes if usage and usage.rss_bytes is not None else -1
+        if column == "activity":
+            return row.activity.total_calls if row.activity else 0
+        return text
+
+    def decoration(self, row: ServerRow, column: str) -> Any:
+        if column == "state":
+            return state_icon(row.server.state)
+        return None
+
+    def value(self, row: ServerRow, column: str) -> Any:
+        return row.activity if column == "activity" else None
+
+
+#: A server's sampled usage, with the pid that was sampled: (pid, usage).
+SampledUsage = tuple[int, ResourceUsage]
 
 
 def server_rows(
-    servers: Sequence[ServerSnapshot], resources: Mapping[str, ResourceUsage]
+    servers: Sequence[ServerSnapshot],
+    usage: Mapping[str, SampledUsage],
+    activity: Callable[[str], Series] | None = None,
 ) -> list[ServerRow]:
-    return [ServerRow(server, resources.get(server.name)) for server in servers]
+    """Rows for the Servers tab. A figure shows only beside the child it was
+    sampled from: a stopped server shows none, a respawned one none until
+    its new child is sampled."""
+    rows = []
+    for server in servers:
+        sampled = usage.get(server.name)
+        current = (
+            sampled[1] if sampled and server.pid is not None and sampled[0] == server.pid else None
+        )
+        rows.append(ServerRow(server, current, activity(server.name) if activity else None))
+    return rows
 
 
 class WorkersModel(RowModel):
@@ -332,3 +426,50 @@ class WarningsModel(RowModel):
 
     def key(self, row: WarningSnapshot) -> str:
         return row.text or f"{row.family}|{row.subject}|{row.message}"
+
+    def text(self, row: WarningSnapshot, column: str) -> str:
+        if column == "family" and row.family in INFO_FAMILIES:
+            # Listed for the record; it does not turn the tray amber.
+            return f"{row.family} (information)"
+        if column == "fix" and not row.fix:
+            # mcp-tray's own warnings carry their fix inside the message.
+            _, found, fix = row.message.rpartition(" Fix: ")
+            return fix if found else ""
+        if column == "message":
+            message, found, _ = row.message.rpartition(" Fix: ")
+            return message if found and not row.fix else row.message
+        return super().text(row, column)
+
+    def tooltip(self, row: WarningSnapshot, column: str) -> str | None:
+        return row.text or None
+
+
+class ToolsModel(RowModel):
+    """A server's tools, for the details pane (rows from core.supervision.offer)."""
+
+    COLUMNS = (
+        ("name", "Tool"),
+        ("title", "Title"),
+        ("retried", "After a crash"),
+        ("description", "Description"),
+    )
+
+    def key(self, row: ToolRow) -> str:
+        return row.name
+
+    def text(self, row: ToolRow, column: str) -> str:
+        if column == "retried":
+            return "↻ retried" if row.retried_after_crash else "not retried"
+        if column == "description":
+            return " ".join(row.description.split())
+        return super().text(row, column)
+
+    def tooltip(self, row: ToolRow, column: str) -> str | None:
+        if column == "retried":
+            if row.retried_after_crash:
+                return f"A call cut by a crash is sent once more to the fresh child: {row.retry_reason}."
+            return (
+                "A call cut by a crash is answered with an error saying it may or may not "
+                f"have taken effect: {row.retry_reason}."
+            )
+        return row.description or None

@@ -9,6 +9,7 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from app.connect_dialog import ConnectDialog, for_service
 from app.core_link import CoreLink
 from app.icons import tray_icon
 from app.status import TrayStatus, tray_status
@@ -41,9 +42,16 @@ class Notifier:
 def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> None:
     """Fill ``menu`` from ``snapshot`` (called on every aboutToShow)."""
     menu.clear()
-    status = tray_status(snapshot)
-    header = menu.addAction(status.tooltip)
-    header.setEnabled(False)
+    # The same words as the tooltip: the most severe cause (bold; it opens the
+    # window, where the details are), then what to do.
+    cause, *fix = tray_status(snapshot).menu_lines
+    header = menu.addAction(cause)
+    font = header.font()
+    font.setBold(True)
+    header.setFont(font)
+    header.triggered.connect(lambda _=False: actions.open_window())
+    for line in fix:
+        menu.addAction(line).setEnabled(False)
     menu.addSeparator()
     if not snapshot.servers:
         empty = menu.addAction("No servers configured")
@@ -67,6 +75,7 @@ def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> N
     reset.setEnabled(bool(tripped))
     reset.triggered.connect(lambda _=False: actions.reset_all())
     menu.addSeparator()
+    menu.addAction("Connect a client…").triggered.connect(lambda _=False: actions.connect_client())
     menu.addAction("Open window").triggered.connect(lambda _=False: actions.open_window())
     menu.addAction("Quit").triggered.connect(lambda _=False: actions.quit())
 
@@ -81,6 +90,7 @@ class TrayActions:
         self._open_window = open_window
         self._quit = quit_app
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._connect_dialog: ConnectDialog | None = None
 
     def _launch(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -104,6 +114,16 @@ class TrayActions:
 
     def open_window(self) -> None:
         self._open_window()
+
+    def connect_client(self) -> None:
+        """Open the "Connect a client" dialog; a second click brings the open one forward."""
+        dialog = self._connect_dialog
+        if dialog is None or not dialog.isVisible():
+            # A fresh dialog each time: the servers and the client's file may have changed.
+            dialog = self._connect_dialog = for_service(self._service)
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
 
     def quit(self) -> None:
         self._quit()

@@ -14,7 +14,10 @@ their summed RSS is reported for information only.
 Phases, each after a 5 s settle, each ``--seconds`` long (start-up is
 excluded: all 10 servers are READY per ``mcp-tray status --json`` first):
 
-1. idle: 10 servers, window open on its first tab (Servers);
+1. idle: 10 servers, window open on its first tab (Servers: state glyphs,
+   sparklines, CPU/RSS sampled every 5 s, the details pane of the first
+   server); then the same with the window hidden (the tray alone: no
+   sampling, no tick), and the window shown again for what follows;
 2. 1,000 synthetic worker rows in the tray's registry file (registered by
    this process, ages spread from fresh to 10 min, TTL 60 s; every 10th
    carries this process's pid), 100 of the first 500 renewed each second
@@ -26,7 +29,7 @@ excluded: all 10 servers are READY per ``mcp-tray status --json`` first):
 After each window the bench sends SIGUSR2 and times the child's answer (its
 window's model row counts): that proves the rows reached the Workers model
 and shows whether the GUI's event loop still responds. SIGUSR1 makes the
-Workers tab current. The tray is stopped with SIGTERM (SIGKILL only after
+Workers tab current; SIGHUP hides the window, or shows it when hidden. The tray is stopped with SIGTERM (SIGKILL only after
 30 s), and every demo server seen running is checked to be gone.
 
 Targets (issue): < 0.5 % idle, < 150 MB peak RSS, < 5 % with 1,000 rows.
@@ -94,7 +97,8 @@ def child_main(args: argparse.Namespace) -> int:
     """The tray GUI as app/main.py composes it, plus two bench signals.
 
     SIGUSR1 makes the Workers tab current; SIGUSR2 prints one ``MODEL`` line
-    (the window's model row counts). SIGTERM/SIGINT quit as the app does.
+    (the window's model row counts); SIGHUP hides or shows the window.
+    SIGTERM/SIGINT quit as the app does.
     """
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -132,12 +136,16 @@ async def _child(app: Any, config: Any, paths: Paths) -> int:
         asked += 1
         print(
             f"MODEL#{asked} workers={window.workers.model.rowCount()} "
-            f"servers={window.servers.model.rowCount()} tab={window.tabs.currentIndex()}",
+            f"servers={window.servers.model.rowCount()} tab={window.tabs.currentIndex()} "
+            f"visible={int(window.isVisible())} samples={window.sampler.samples}",
             flush=True,
         )
 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, lambda: window.tabs.setCurrentWidget(window.workers))
+    loop.add_signal_handler(
+        signal.SIGHUP, lambda: window.hide() if window.isVisible() else window.bring_up()
+    )
     loop.add_signal_handler(signal.SIGUSR2, model_line)
     print(
         f"READY pid={os.getpid()} tray={QSystemTrayIcon.isSystemTrayAvailable()} url={service.url}",
@@ -175,6 +183,8 @@ class Window:
     children: int = 0
     #: The child's answer right after the span (None: no answer in time).
     reply: Reply | None = None
+    #: Its answer right before the span, when asked for (sample counts).
+    before: Reply | None = None
 
     @property
     def cpu_percent(self) -> float:
@@ -328,6 +338,10 @@ class Tray:
     def show_workers_tab(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGUSR1)
+
+    def toggle_window(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
 
     def output(self, lines: int | None = 30) -> str:
         with contextlib.suppress(OSError):
@@ -522,6 +536,14 @@ def machine() -> list[str]:
     ]
 
 
+def _samples(window: Window) -> str:
+    """How many CPU/RSS samples the window took during the span (0 when hidden)."""
+    if window.reply is None or window.before is None:
+        return "samples unknown"
+    taken = window.reply.counts.get("samples", 0) - window.before.counts.get("samples", 0)
+    return f"{taken} CPU/RSS sample{'' if taken == 1 else 's'} taken meanwhile"
+
+
 def _answer(window: Window) -> str:
     if window.reply is None:
         return f"none in {REPLY_SECONDS:g} s"
@@ -529,7 +551,7 @@ def _answer(window: Window) -> str:
 
 
 def report(windows: list[Window], startup: float, renewer: Renewer, seconds: float) -> None:
-    idle, rows_servers, rows_workers = windows
+    idle, hidden, rows_servers, rows_workers = windows
     peak_rss = max(w.peak_rss for w in windows)
     peak_uss = max(w.peak_uss for w in windows)
     print()
@@ -555,7 +577,8 @@ def report(windows: list[Window], startup: float, renewer: Renewer, seconds: flo
     print("targets:")
     print(
         f"  idle CPU        {idle.cpu_percent:7.2f} %   target < {TARGET_IDLE_CPU_PERCENT:g} %    "
-        f"{verdict(idle.cpu_percent, TARGET_IDLE_CPU_PERCENT)}"
+        f"{verdict(idle.cpu_percent, TARGET_IDLE_CPU_PERCENT)}   (window hidden: "
+        f"{hidden.cpu_percent:.2f} %, {_samples(hidden)})"
     )
     print(
         f"  peak RSS        {peak_rss / MB:7.1f} MB  target < {TARGET_RSS_MB:g} MB  "
@@ -599,6 +622,16 @@ def run(seconds: float, home: Path | None) -> None:
             print(f"bench: idle, {seconds:g} s...", file=sys.stderr)
             idle = measure(tray, "1 idle, Servers tab", seconds)
 
+            tray.toggle_window()
+            time.sleep(SETTLE_SECONDS)
+            before = tray.model()
+            print(f"bench: idle, window hidden, {seconds:g} s...", file=sys.stderr)
+            hidden = measure(tray, "1h idle, window hidden", seconds)
+            hidden.before = before
+            if hidden.reply is not None and hidden.reply.counts.get("visible") != 0:
+                raise BenchError("the window did not hide on SIGHUP")
+            tray.toggle_window()
+
             rows = register_workers(tray.paths.registry_file, names)
             renewer = Renewer(tray.paths.registry_file, rows)
             renewer.start()
@@ -615,7 +648,7 @@ def run(seconds: float, home: Path | None) -> None:
             print(f"bench: 1,000 rows, Workers tab, {seconds:g} s...", file=sys.stderr)
             rows_workers = measure(tray, "2b 1,000 worker rows, Workers tab", seconds)
             renewer.stop()
-            report([idle, rows_servers, rows_workers], startup, renewer, seconds)
+            report([idle, hidden, rows_servers, rows_workers], startup, renewer, seconds)
         finally:
             if renewer is not None and renewer.is_alive():
                 renewer.halt.set()

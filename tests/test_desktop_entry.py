@@ -80,7 +80,10 @@ def test_the_autostart_entry_is_written_only_with_the_flag_and_adds_only_the_aut
     result = install(autostart=True)
     assert autostart in result.written
     menu = desktop_files().entry.read_text(encoding="utf-8")
-    assert autostart.read_text(encoding="utf-8") == menu + AUTOSTART_LINE + "\n"
+    exec_line = next(line for line in menu.splitlines() if line.startswith("Exec="))
+    # The same entry, started minimized (the tray only) and marked for autostart.
+    expected = menu.replace(exec_line, exec_line + " run --minimized") + AUTOSTART_LINE + "\n"
+    assert autostart.read_text(encoding="utf-8") == expected
 
 
 def test_uninstall_removes_all_three_files_and_a_second_uninstall_is_a_no_op(
@@ -206,12 +209,15 @@ def test_the_entry_carries_mcp_tray_home_when_it_is_set(
     tray_home = tmp_path / "tray home"  # a space: the Exec argument must be quoted
     install(autostart=True, environ={**xdg, "MCP_TRAY_HOME": str(tray_home)})
 
-    for path in (desktop_files().entry, desktop_files().autostart):
+    for path, tail in (
+        (desktop_files().entry, []),
+        (desktop_files().autostart, ["run", "--minimized"]),
+    ):
         command = entry_keys(path)["Exec"]
         program, assignment = command.split(" ", 1)
         assert Path(program).is_absolute() and Path(program).name == "env", command
         assert assignment.startswith(f'"MCP_TRAY_HOME={tray_home}" /'), command
-        assert command.endswith(exec_value(launcher_argv()))
+        assert command.endswith(exec_value([*launcher_argv(), *tail]))
 
 
 def test_a_relative_mcp_tray_home_is_made_absolute_and_an_empty_one_is_unset(

@@ -267,9 +267,10 @@ async def test_a_parked_call_whose_child_died_is_answered_honestly_on_retry(
 async def test_a_stateless_clients_session_trips_after_three_failures_in_a_row(
     services: Services,
 ) -> None:
-    from tests.conftest import CRASH_AT_START
-
-    service = await services.start({"bad": python_server(CRASH_AT_START)})
+    # A server that can never start parks at once: each call fails non-retryably.
+    # (One that crashes at start opens its server breaker instead, which holds
+    # that incident: sessions do not count it.)
+    service = await services.start({"bad": {"command": "/nonexistent/mcp-server"}})
     bad = service.supervisor.server("bad")
     async with http(service, "bad", "2026-07-28") as client:
         for _ in range(3):

@@ -13,7 +13,9 @@ template ``packaging/mcp-tray.desktop.in``; the autostart one only adds
 ``X-GNOME-Autostart-enabled=true``.
 
 ``Exec`` is the absolute path of the ``mcp-tray`` launcher with no arguments
-(that starts the tray), quoted per the Desktop Entry spec when it needs it.
+(that starts the tray and opens its window), quoted per the Desktop Entry
+spec when it needs it; the autostart entry's adds ``run --minimized``, so a
+login puts mcp-tray in the tray without a window in the user's face.
 When ``MCP_TRAY_HOME`` is set for the command that installs the entry, the
 entry carries it (``Exec=/usr/bin/env MCP_TRAY_HOME=/abs/dir /…/mcp-tray``):
 a session launches the entry without the shell's environment, and a tray
@@ -35,6 +37,8 @@ from core.base.resources import desktop_template, icons_dir
 APP_ID: Final = "mcp-tray"
 EXEC_PLACEHOLDER: Final = "@EXEC@"
 AUTOSTART_LINE: Final = "X-GNOME-Autostart-enabled=true"
+#: What the autostart entry adds to the launcher: the tray only, no window.
+AUTOSTART_ARGS: Final = ("run", "--minimized")
 
 TEMPLATE: Final = desktop_template()
 ICON: Final = icons_dir() / f"{APP_ID}.svg"
@@ -191,7 +195,8 @@ def install(*, autostart: bool = False, environ: Mapping[str, str] | None = None
     _write(files.icon, icon)
     result.written.append(files.icon)
     if autostart:
-        _write(files.autostart, render_entry(exec_line, autostart=True).encode("utf-8"))
+        login_exec = exec_value([*entry_argv(environ), *AUTOSTART_ARGS])
+        _write(files.autostart, render_entry(login_exec, autostart=True).encode("utf-8"))
         result.written.append(files.autostart)
     return result
 

@@ -17,7 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 
 from core import __version__
 from core.base.envvars import HEADLESS_ENV, HOME_ENV
@@ -68,8 +68,23 @@ CRASH_LOG: Final = "mcp-tray-cli-error.log"
 ADVISORY_FAMILIES: Final = frozenset({"env-scan-failed"})
 
 
-#: Starts the tray on a config (with the config error to show, if any); its exit code.
-GuiLauncher = Callable[[TrayConfig, Paths, str | None], int]
+class GuiLauncher(Protocol):
+    """Starts the tray on a config (with the config error to show, if any); its exit code.
+
+    ``minimized``: started by the login autostart entry, so it stays in the
+    tray; a person's launch opens the window.
+    """
+
+    def __call__(
+        self,
+        config: TrayConfig,
+        paths: Paths,
+        config_error: str | None = None,
+        *,
+        minimized: bool = False,
+    ) -> int: ...
+
+
 #: Imports the GUI on demand: the launcher, or None (printed why) when it cannot start.
 GuiFactory = Callable[[], GuiLauncher | None]
 
@@ -99,6 +114,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     source.add_argument(
         "--demo", action="store_true", help="run on the bundled demo servers (what `make run` runs)"
+    )
+    run.add_argument(
+        "--minimized",
+        action="store_true",
+        help="stay in the tray without opening the window (the login autostart entry uses it)",
     )
 
     status = commands.add_parser("status", help="servers and their states")
@@ -134,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
                 help="how long to wait for the server to come up or give up before "
                 f"printing its state (default {SETTLE_SECONDS:g}: its start timeout)",
             )
+
+    tools = commands.add_parser(
+        "tools",
+        help="a server's tools (and whether a call cut by a crash is retried), resources, prompts",
+    )
+    tools.add_argument("name", help="server name")
+    tools.add_argument("--json", action="store_true", help="machine-readable output")
 
     logs = commands.add_parser("logs", help="a server's log (its stderr and mcp-tray's notes)")
     logs.add_argument("name", help="server name")
@@ -291,6 +318,7 @@ def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) 
         args.headless = False
         args.config = None
         args.demo = False
+        args.minimized = False
     try:
         return handler(args, paths)
     except CommandError as exc:
@@ -369,10 +397,11 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
         if gui is not None:
             # A double-clicked tray has no terminal to print a config error
             # to: it starts empty, shows the error, and picks up the fix.
+            minimized = bool(getattr(args, "minimized", False))
             try:
-                return gui(load_config(path), paths, None)
+                return gui(load_config(path), paths, None, minimized=minimized)
             except ConfigError as exc:
-                return gui(empty_config(path), paths, str(exc))
+                return gui(empty_config(path), paths, str(exc), minimized=minimized)
     from core.cli.headless import run_headless
 
     return run_headless(load_config(path), paths)
@@ -621,6 +650,34 @@ def _report_action(verb: str, server: dict[str, Any], settled: bool, wait: float
     )
     print(f"mcp-tray: {name} did not start: {why} (see mcp-tray logs {name})", file=sys.stderr)
     return EXIT_FAILED
+
+
+def cmd_tools(args: argparse.Namespace, paths: Paths) -> int:
+    """What a server offers, from the running tray (core.supervision.offer's rows)."""
+    _check_server_name(args.name)
+    reply = _client(paths).request("GET", f"/api/v1/servers/{args.name}/tools")
+    if not reply.ok:
+        raise _server_error(reply)
+    body = reply.body
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return EXIT_OK
+    tools = body.get("tools", [])
+    if not body.get("known") and not tools:
+        print(f"{args.name}: not listed yet (it has not completed a handshake)")
+        return EXIT_OK
+    width = max((len(tool["name"]) for tool in tools), default=4)
+    for tool in tools:
+        mark = "retried    " if tool["retried_after_crash"] else "not retried"
+        title = f"{tool['title']}: " if tool.get("title") else ""
+        text = " ".join(f"{title}{tool.get('description') or ''}".split())
+        print(f"  {tool['name']:<{width}}  {mark}  {text}")
+    print(
+        f"{len(tools)} tool(s), {body['resources']} resource(s), "
+        f"{body['resource_templates']} resource template(s), {body['prompts']} prompt(s); "
+        f'"retry": "{body["retry"]}": a call cut by a crash is retried only where it says so'
+    )
+    return EXIT_OK
 
 
 def cmd_logs(args: argparse.Namespace, paths: Paths) -> int:
@@ -1153,6 +1210,7 @@ _HANDLERS: dict[str, "Callable[[argparse.Namespace, Paths], int]"] = {
     "stop": _action("stop"),
     "start": _action("start"),
     "logs": cmd_logs,
+    "tools": cmd_tools,
     "workers": cmd_workers,
     "doctor": cmd_doctor,
     "install-desktop": cmd_install_desktop,

@@ -8,6 +8,7 @@ able to drive mcp-tray through DNS rebinding).
     POST /api/v1/servers/{name}/respawn | stop | start
     POST /api/v1/servers/{name}/call      {"tool": ..., "arguments": {...}, "timeout": s}
     GET  /api/v1/servers/{name}/logs?n=N  the in-memory stderr tail
+    GET  /api/v1/servers/{name}/tools     its tools (retried after a crash or not), counts
     GET  /api/v1/sessions   POST /api/v1/sessions/{id}/reset   POST /api/v1/sessions/reset-all
     GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
     *    /mcp/{server}      the gateway (core.serving.gateway)
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
 from core.protocol.jsonrpc import unparsable_reason, unusable
 from core.serving.sessions import SessionTable
+from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
@@ -235,6 +237,14 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
             return _error(404, str(exc), "unknown-server")
         return JSONResponse({"lines": tail[-lines:] if lines > 0 else []})
 
+    async def tools(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            server = supervisor.server(name)
+        except UnknownServer as exc:
+            return _error(404, str(exc), "unknown-server")
+        return JSONResponse(offer_of(server).to_json())
+
     async def sessions(request: Request) -> Response:
         return JSONResponse({"sessions": target.sessions_json()})
 
@@ -270,6 +280,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         action("start", supervisor.start_server),
         Route("/api/v1/servers/{name}/call", call, methods=["POST"]),
         Route("/api/v1/servers/{name}/logs", logs, methods=["GET"]),
+        Route("/api/v1/servers/{name}/tools", tools, methods=["GET"]),
         Route("/api/v1/sessions", sessions, methods=["GET"]),
         Route("/api/v1/sessions/reset-all", reset_all, methods=["POST"]),
         Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),

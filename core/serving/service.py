@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from core.base.snapshot import WarningSnapshot, WorkerSnapshot
 from core.registry.worker_watch import WorkerWatch
+from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
@@ -93,6 +94,9 @@ class TrayService:
             )
         )
         self.supervisor.on_call_done = self._metrics.observe
+        #: Calls, failures and restarts per server over the last minutes (the
+        #: window's sparklines); chained after the metrics on the same hook.
+        self.activity = attach_activity(self.supervisor)
         self.stats = ProcessStats(
             lambda: {s.name: s.pid for s in self.supervisor.all_servers() if s.pid is not None}
         )

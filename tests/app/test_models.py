@@ -1,18 +1,35 @@
 """The thin table models: rows follow snapshots; ticks touch only what changed.
 
 Strategy: feed rows by hand, watch the models' own signals with qtbot's
-signal recorders, and let pytest-qt's model tester check Qt's contracts.
+signal recorders, and let pytest-qt's model tester check Qt's contracts;
+roles beyond the text (sort keys, the state glyph, the activity series)
+are read back through ``data`` as a view would.
 """
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from PySide6.QtCore import QModelIndex
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QIcon
 from pytestqt.qtbot import QtBot
 
-from app.models import ServerRow, ServersModel, SessionsModel, WarningsModel, WorkersModel
+from app.icons import tray_icon
+from app.models import (
+    SERIES_ROLE,
+    SORT_ROLE,
+    ServerRow,
+    ServersModel,
+    SessionsModel,
+    ToolsModel,
+    WarningsModel,
+    WorkersModel,
+    server_rows,
+)
+from app.status import TrayColour
 from core.base.snapshot import ResourceUsage, WarningSnapshot, WorkerSnapshot
 from core.base.states import ServerState
+from core.serving.activity import Restart, Series
+from core.supervision.offer import ToolRow
 from tests.app.builders import server, session
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -165,3 +182,111 @@ def test_warnings_rows_are_keyed_by_their_text() -> None:
     model.set_rows([warning])
     model.set_rows([WarningSnapshot("unsupported-env", "MCP_TRAY_X", "m", "f", "t1")])
     assert model.rowCount() == 1
+
+
+MIB = 1024 * 1024
+
+
+def test_usage_shows_only_beside_the_child_it_was_sampled_from() -> None:
+    """A stopped server kept showing 68 MiB: a figure must not outlive its child."""
+    usage = ResourceUsage(cpu_percent=2.0, rss_bytes=68 * MIB)
+    sampled = {"a": (7, usage), "b": (8, usage), "c": (9, usage)}
+    rows = server_rows(
+        [
+            server("a", ServerState.READY, pid=7),
+            server("b", ServerState.STOPPED, pid=None),
+            server("c", ServerState.READY, pid=10, generation=2),
+        ],
+        sampled,
+    )
+    assert [row.usage for row in rows] == [usage, None, None]
+
+
+def test_numbers_sort_as_numbers_not_as_text() -> None:
+    model = ServersModel()
+    model.set_rows(
+        [
+            ServerRow(server("big", ServerState.READY, pid=7), ResourceUsage(1.0, 680 * MIB)),
+            ServerRow(server("small", ServerState.READY, pid=8), ResourceUsage(1.0, 9 * MIB)),
+        ]
+    )
+    rss = ServersModel.column("rss")
+    texts = [model.data(model.index(r, rss)) for r in range(2)]
+    keys = [model.data(model.index(r, rss), SORT_ROLE) for r in range(2)]
+    assert texts == ["680.0 MiB", "9.0 MiB"] and sorted(texts)[0] == "680.0 MiB"
+    assert keys[1] < keys[0]
+
+
+def test_the_state_cell_carries_the_glyph_of_the_tray_colour_it_would_cause(qtbot: QtBot) -> None:
+    model = ServersModel()
+    model.set_rows([ServerRow(server("a", ServerState.PARKED))])
+    icon = model.data(model.index(0, ServersModel.column("state")), Qt.ItemDataRole.DecorationRole)
+    assert isinstance(icon, QIcon) and not icon.isNull()
+    assert icon.cacheKey() == tray_icon(TrayColour.RED).cacheKey()
+
+
+def test_an_activity_cell_changes_only_when_its_series_does() -> None:
+    model = ServersModel()
+    quiet = Series(10.0, (0, 0, 0), (0, 0, 0))
+    busy = Series(10.0, (0, 2, 1), (0, 1, 0), (Restart(1, True),))
+    snap = server("a", ServerState.READY, pid=7)
+    model.set_rows([ServerRow(snap, activity=quiet)])
+    recorder = Recorder(model)
+    column = ServersModel.column("activity")
+
+    model.set_rows([ServerRow(snap, activity=Series(10.0, (0, 0, 0), (0, 0, 0)))])
+    assert recorder.changed == []
+    model.set_rows([ServerRow(snap, activity=busy)])
+    assert recorder.cells() == {(0, column)}
+    assert model.data(model.index(0, column), SERIES_ROLE) == busy
+    assert model.data(model.index(0, column)) == (
+        "last 0.5 min: 3 calls, 1 failed, 1 restart (1 after a crash)"
+    )
+
+
+def test_the_last_error_stays_on_one_line_in_the_table() -> None:
+    model = ServersModel()
+    model.set_rows([ServerRow(server("a", ServerState.EXITED, last_error="line one\n  line two"))])
+    assert model.data(model.index(0, ServersModel.column("last_error"))) == "line one line two"
+
+
+def test_tools_rows_show_the_replay_mark_and_say_why_in_the_tooltip(qtmodeltester: Any) -> None:
+    model = ToolsModel()
+    model.set_rows(
+        [
+            ToolRow(
+                "echo", "", "Return the text.", True, False, True, "the tool is marked readOnlyHint"
+            ),
+            ToolRow("write_note", "Write", "Append.", False, False, False, "not marked"),
+        ]
+    )
+    qtmodeltester.check(model)
+    retried = ToolsModel.column("retried")
+    assert [model.data(model.index(r, retried)) for r in range(2)] == ["↻ retried", "not retried"]
+    assert "readOnlyHint" in model.data(model.index(0, retried), Qt.ItemDataRole.ToolTipRole)
+    assert "may or may not" in model.data(model.index(1, retried), Qt.ItemDataRole.ToolTipRole)
+
+
+def test_an_own_warning_shows_its_fix_in_the_fix_column_and_token_storage_is_information() -> None:
+    model = WarningsModel()
+    model.set_rows(
+        [
+            WarningSnapshot(
+                "token-storage",
+                "mcp-tray",
+                "the token is in a file. Fix: run a Secret Service.",
+                "",
+                "t",
+            )
+        ]
+    )
+    cell = {
+        key: model.data(model.index(0, WarningsModel.column(key)))
+        for key, _ in WarningsModel.COLUMNS
+    }
+    assert cell == {
+        "family": "token-storage (information)",
+        "subject": "mcp-tray",
+        "message": "the token is in a file.",
+        "fix": "run a Secret Service.",
+    }

@@ -1,14 +1,24 @@
-"""The tray colour rule and tooltip, for every combination that matters.
+"""The tray colour rule and the tooltip that names the worst cause and what to do.
 
 Strategy: build TraySnapshots by hand (the function is pure) and check the
-worst state wins, with a tooltip that says why in one line.
+worst state wins, with a tooltip that names the most severe cause in words
+(not "1 warning") and what to do, in one line.
 """
 
 from typing import Any
 
 import pytest
 
-from app.status import TOOLTIP_MAX, TrayColour, tray_status
+from app.status import (
+    FIX_MAX,
+    MENU_LINE_MAX,
+    TOOLTIP_MAX,
+    TrayColour,
+    short_paths,
+    shorten,
+    state_colour,
+    tray_status,
+)
 from core.base.snapshot import (
     ServerSnapshot,
     SessionSnapshot,
@@ -19,10 +29,66 @@ from core.base.snapshot import (
 from core.base.states import ServerState
 from tests.app import builders
 
+CONFIG = "/home/u/.config/mcp-tray/config.json"
 
-def server(name: str, state: ServerState, reason: str | None = None) -> ServerSnapshot:
+PARK_REASON = (
+    "it exited 6 times in a row before it was up 30 s or served a call (last: exit code 1)"
+)
+PORT_TAKEN = WarningSnapshot(
+    "port-taken",
+    "mcp-tray",
+    "port 28729 is taken (by pid 4242, node); mcp-tray listens on 41234 instead — HTTP "
+    "clients configured for 28729 will not reach it until port 28729 is free and mcp-tray "
+    "restarts (bridges reach it anyway). Fix: stop what holds port 28729, or set "
+    f"gateway.port in {CONFIG} to a free port and re-run mcp-tray client-config",
+    "",
+    "port-taken: port 28729 is taken …",
+)
+TOKEN_STORAGE = WarningSnapshot(
+    "token-storage",
+    "mcp-tray",
+    "no usable OS keyring (NoKeyringError); the API token is in /home/u/.local/state/"
+    "mcp-tray/token (mode 0600). Fix: run a Secret Service (GNOME Keyring, KWallet) so "
+    "mcp-tray can keep it in the keyring.",
+    "",
+    "token-storage: no usable OS keyring …",
+)
+UNSUPPORTED_ENV = WarningSnapshot(
+    "unsupported-env",
+    "MCP_TRAY_CLIENT_SESION",
+    "MCP_TRAY_CLIENT_SESION=… is not a variable mcp-tray reads "
+    "(did you mean MCP_TRAY_CLIENT_SESSION?).",
+    "rename it to MCP_TRAY_CLIENT_SESSION or unset it.",
+    "unsupported-env: MCP_TRAY_CLIENT_SESION …",
+)
+STALE_RUNTIME = WarningSnapshot(
+    "stale-runtime",
+    "w1",
+    "worker w1 (Cursor, session s1, pid 9) runs mcp-tray 0.0.9 (registered); "
+    "this mcp-tray is 0.1.0.",
+    "restart Cursor to reconnect.",
+    "stale-runtime: worker w1 …",
+)
+SECRET_LITERAL = WarningSnapshot(
+    "secret-literal",
+    "github.env.GITHUB_TOKEN",
+    "server 'github' has a literal value for GITHUB_TOKEN in config.json.",
+    'store it in the OS keyring and write "${keyring:github.GITHUB_TOKEN}" as the value instead.',
+    "secret-literal: server 'github' …",
+)
+CONFIG_ERROR = (
+    f"{CONFIG}:4: mcpServers.notes.retry: must be one of safe, always, never, got 'sometimes'. "
+    "Fix: write one of safe, always, never"
+)
+
+
+def server(
+    name: str, state: ServerState, reason: str | None = None, error: str | None = None
+) -> ServerSnapshot:
     running = state in (ServerState.READY, ServerState.DEGRADED, ServerState.STARTING)
-    return builders.server(name, state, pid=100 if running else None, parked_reason=reason)
+    return builders.server(
+        name, state, pid=100 if running else None, parked_reason=reason, last_error=error
+    )
 
 
 def session(tripped: bool, id: str = "s1") -> SessionSnapshot:
@@ -37,11 +103,9 @@ def session(tripped: bool, id: str = "s1") -> SessionSnapshot:
 
 
 def worker(status: str) -> WorkerSnapshot:
-    return WorkerSnapshot.from_row({"worker_identity": f"w-{status}", "status": status})
-
-
-def warning(family: str = "unsupported-env") -> WarningSnapshot:
-    return WarningSnapshot(family, "MCP_TRAY_X", "unknown key", "remove it", f"{family}: x")
+    return WorkerSnapshot.from_row(
+        {"worker_identity": f"w-{status}", "status": status, "client_name": "cursor", "server": "a"}
+    )
 
 
 def snapshot(
@@ -49,19 +113,19 @@ def snapshot(
     config_error: str | None = None,
     sessions: list[dict[str, Any]] = (),  # type: ignore[assignment]
     workers: list[dict[str, Any]] = (),  # type: ignore[assignment]
-    warnings: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    warnings: tuple[WarningSnapshot, ...] = (),
 ) -> TraySnapshot:
-    """Sessions, workers and warnings in shorthand: {"breaker": ...}, {"status": ...}, {...}."""
+    """Sessions and workers in shorthand: {"breaker": ...}, {"status": ...}."""
     return TraySnapshot(
         "0",
-        "/home/u/.config/mcp-tray/config.json",
+        CONFIG,
         tuple(servers),
         config_error,
         sessions=tuple(
             session(s.get("breaker") == "tripped", f"s{i}") for i, s in enumerate(sessions)
         ),
         workers=tuple(worker(str(w.get("status"))) for w in workers),
-        warnings=tuple(warning(str(w.get("family", "unsupported-env"))) for w in warnings),
+        warnings=warnings,
     )
 
 
@@ -71,40 +135,62 @@ READY = server("a", ServerState.READY)
 @pytest.mark.parametrize(
     ("snap", "colour", "words"),
     [
-        (snapshot(), TrayColour.GREY, "no servers configured"),
-        (snapshot(server("a", ServerState.STOPPED)), TrayColour.GREY, "all 1 servers stopped"),
-        (snapshot(READY, server("b", ServerState.READY)), TrayColour.GREEN, "2 servers ready"),
-        (snapshot(READY, server("b", ServerState.STARTING)), TrayColour.AMBER, "b starting"),
-        (snapshot(READY, server("b", ServerState.EXITED)), TrayColour.AMBER, "b respawning"),
+        (snapshot(), TrayColour.GREY, ["no servers configured", f"Add them to {CONFIG}"]),
+        (
+            snapshot(server("a", ServerState.STOPPED)),
+            TrayColour.GREY,
+            ["all 1 server stopped", "Start them from the window"],
+        ),
+        (snapshot(READY, server("b", ServerState.READY)), TrayColour.GREEN, ["2 servers ready"]),
+        (
+            snapshot(READY, server("b", ServerState.STOPPED)),
+            TrayColour.GREEN,
+            ["1 server ready, 1 stopped"],
+        ),
+        (snapshot(READY, server("b", ServerState.STARTING)), TrayColour.AMBER, ["b starting"]),
+        (
+            snapshot(READY, server("b", ServerState.EXITED, error="generation 3 exit code 1")),
+            TrayColour.AMBER,
+            ["b respawning: generation 3 exit code 1"],
+        ),
         (
             snapshot(READY, server("b", ServerState.DEGRADED)),
             TrayColour.AMBER,
-            "b not answering pings",
+            ["b not answering pings", "mcp-tray respawn b"],
         ),
         (
-            snapshot(READY, workers=[{"live": False, "status": "stale"}]),
+            snapshot(READY, workers=[{"status": "stale"}]),
             TrayColour.AMBER,
-            "1 stale worker",
+            ["1 stale worker (Cursor on a)", "Restart that client"],
         ),
         (
-            snapshot(READY, workers=[{"live": True, "status": "fenced"}]),
+            snapshot(READY, workers=[{"status": "fenced"}, {"status": "stale"}]),
             TrayColour.AMBER,
-            "1 stale worker",
+            ["2 stale workers"],
         ),
-        (snapshot(READY, warnings=[{"family": "unsupported-env"}]), TrayColour.AMBER, "1 warning"),
-        (snapshot(READY, config_error="bad"), TrayColour.AMBER, "config edit refused"),
         (
-            snapshot(READY, server("b", ServerState.PARKED, "kept dying")),
-            TrayColour.RED,
-            "b parked",
+            snapshot(READY, config_error=CONFIG_ERROR),
+            TrayColour.AMBER,
+            [
+                "config edit refused: config.json:4: mcpServers.notes.retry: must be one of",
+                "Write one of safe, always, never; the last good config keeps running",
+            ],
         ),
-        (snapshot(READY, sessions=[{"breaker": "tripped"}]), TrayColour.RED, "1 session tripped"),
         (
-            snapshot(
-                server("b", ServerState.PARKED), server("c", ServerState.STARTING), warnings=[{}]
-            ),
+            snapshot(READY, server("fragile", ServerState.PARKED, PARK_REASON)),
             TrayColour.RED,
-            "b parked",
+            [
+                "fragile parked: it exited 6 times in a row",
+                "Respawn it from the window, or mcp-tray respawn fragile",
+            ],
+        ),
+        (
+            snapshot(READY, sessions=[{"breaker": "tripped"}]),
+            TrayColour.RED,
+            [
+                "1 session tripped: Claude Desktop on a failed 3 times in a row",
+                "Reset it from the window, or mcp-tray reset s0",
+            ],
         ),
         (
             snapshot(
@@ -112,29 +198,130 @@ READY = server("a", ServerState.READY)
                 sessions=[{"breaker": "tripped"}, {"breaker": "tripped"}],
             ),
             TrayColour.RED,
-            "2 sessions tripped",
+            ["2 sessions tripped", "mcp-tray reset --all", "(+1 more)"],
         ),
     ],
 )
-def test_the_worst_state_wins_and_the_tooltip_says_why(
-    snap: TraySnapshot, colour: TrayColour, words: str
+def test_the_worst_state_wins_and_the_tooltip_names_the_cause_and_the_fix(
+    snap: TraySnapshot, colour: TrayColour, words: list[str]
 ) -> None:
     status = tray_status(snap)
     assert status.colour is colour
-    assert words in status.tooltip
+    for word in words:
+        assert word in status.tooltip
     assert "\n" not in status.tooltip
     assert status.tooltip.startswith("mcp-tray: ")
+    assert len(status.tooltip) <= TOOLTIP_MAX
 
 
-def test_a_live_worker_and_a_closed_session_change_nothing() -> None:
+@pytest.mark.parametrize(
+    ("warning", "cause", "fix"),
+    [
+        (
+            PORT_TAKEN,
+            "port 28729 is taken (by pid 4242, node)",
+            "Stop what holds port 28729, or set gateway.port in config.json to a free port",
+        ),
+        (
+            UNSUPPORTED_ENV,
+            "MCP_TRAY_CLIENT_SESION=… is not a variable mcp-tray reads",
+            "Rename it to MCP_TRAY_CLIENT_SESSION or unset it",
+        ),
+        (STALE_RUNTIME, "worker w1 (Cursor, session s1, pid 9)", "Restart Cursor to reconnect"),
+        (
+            SECRET_LITERAL,
+            "server 'github' has a literal value for GITHUB_TOKEN",
+            "Store it in the OS keyring",
+        ),
+    ],
+)
+def test_a_warning_is_named_by_its_own_message_and_fix_not_counted(
+    warning: WarningSnapshot, cause: str, fix: str
+) -> None:
+    status = tray_status(snapshot(READY, warnings=(warning,)))
+    assert status.colour is TrayColour.AMBER
+    assert cause in status.tooltip and fix in status.tooltip
+    assert "1 warning" not in status.tooltip
+    assert len(status.tooltip) <= TOOLTIP_MAX
+
+
+def test_a_taken_port_is_named_before_other_warnings() -> None:
+    status = tray_status(snapshot(READY, warnings=(SECRET_LITERAL, PORT_TAKEN, UNSUPPORTED_ENV)))
+    assert status.cause.startswith("port 28729 is taken")
+    assert status.more == 2
+    assert status.tooltip.endswith("(+2 more)")
+
+
+def test_a_token_in_a_file_is_information_and_leaves_the_tray_green() -> None:
+    status = tray_status(snapshot(READY, warnings=(TOKEN_STORAGE,)))
+    assert status.colour is TrayColour.GREEN
+    assert status.tooltip == "mcp-tray: 1 server ready"
+
+
+def test_a_parked_server_outranks_everything_amber_and_says_how_many_more() -> None:
     status = tray_status(
         snapshot(
-            READY, workers=[{"live": True, "status": "live"}], sessions=[{"breaker": "closed"}]
+            server("b", ServerState.PARKED, "command 'nope' not found"),
+            server("c", ServerState.STARTING),
+            config_error=CONFIG_ERROR,
+            warnings=(PORT_TAKEN,),
         )
     )
-    assert status.colour is TrayColour.GREEN
+    assert status.colour is TrayColour.RED
+    assert status.tooltip.startswith("mcp-tray: b parked: command 'nope' not found — Respawn it")
+    assert status.tooltip.endswith("(+3 more)")
 
 
-def test_the_tooltip_stays_one_short_line() -> None:
-    many = [server(f"server-with-a-long-name-{i}", ServerState.PARKED) for i in range(20)]
-    assert len(tray_status(snapshot(*many)).tooltip) <= TOOLTIP_MAX
+def test_the_menu_header_says_the_same_in_two_short_lines() -> None:
+    status = tray_status(snapshot(READY, warnings=(PORT_TAKEN,)))
+    cause, fix = status.menu_lines
+    assert cause.startswith("port 28729 is taken")
+    assert fix.startswith("→ Stop what holds port 28729")
+    assert all(len(line) <= MENU_LINE_MAX for line in status.menu_lines)
+    assert tray_status(snapshot(READY)).menu_lines == ("1 server ready",)
+
+
+def test_the_tooltip_stays_one_short_line_and_keeps_the_fix() -> None:
+    many = [
+        server(f"server-with-a-long-name-{i}", ServerState.PARKED, PARK_REASON) for i in range(20)
+    ]
+    tooltip = tray_status(snapshot(*many)).tooltip
+    assert len(tooltip) <= TOOLTIP_MAX
+    assert "mcp-tray respawn server-with-a-long-name-0" in tooltip
+    assert tooltip.endswith("(+19 more)")
+
+
+def test_shortening_cuts_after_a_whole_clause_when_one_fits() -> None:
+    assert shorten("short", 10) == "short"
+    assert (
+        shorten(PARK_REASON, 70)
+        == "it exited 6 times in a row before it was up 30 s or served a call…"
+    )
+    assert shorten("x" * 50, 10) == "x" * 9 + "…"
+    assert len(shorten(PORT_TAKEN.message, FIX_MAX)) <= FIX_MAX
+
+
+def test_paths_in_fixes_shrink_to_their_last_part() -> None:
+    assert short_paths(f"set gateway.port in {CONFIG} to a free port") == (
+        "set gateway.port in config.json to a free port"
+    )
+    assert short_paths("see https://example.org/a/b") == "see https://example.org/a/b"
+
+
+@pytest.mark.parametrize(
+    ("state", "colour"),
+    [
+        (ServerState.READY, TrayColour.GREEN),
+        (ServerState.STARTING, TrayColour.AMBER),
+        (ServerState.EXITED, TrayColour.AMBER),
+        (ServerState.DEGRADED, TrayColour.AMBER),
+        (ServerState.PARKED, TrayColour.RED),
+        (ServerState.STOPPED, TrayColour.GREY),
+    ],
+)
+def test_a_servers_own_colour_is_the_tray_colour_its_state_would_cause(
+    state: ServerState, colour: TrayColour
+) -> None:
+    assert state_colour(state) is colour
+    if state is not ServerState.STOPPED:
+        assert tray_status(snapshot(server("a", state, reason="x"))).colour is colour

@@ -9,6 +9,7 @@ from typing import Any
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
+from app.status import tray_status
 from app.tray import Notifier, build_menu
 from core.base.states import ServerState
 from tests.app.test_status import server, snapshot
@@ -44,6 +45,12 @@ def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot
     build_menu(menu, snap, actions)  # type: ignore[arg-type]
 
     entries = titles(menu)
+    assert entries[:2] == [
+        "2 sessions tripped: Claude Desktop on a and 1 other",
+        "→ Reset them from the window, or mcp-tray reset --all",
+    ]
+    assert [a.isEnabled() for a in menu.actions()[:2]] == [True, False]
+    assert menu.actions()[0].font().bold()
     assert "notes — ready" in entries and "fragile — stopped" in entries
     assert "Reset tripped sessions (2)" in entries
     assert entries[-2:] == ["Open window", "Quit"]
@@ -56,7 +63,13 @@ def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot
     notes.actions()[0].trigger()
     fragile.actions()[2].trigger()
     next(a for a in menu.actions() if a.text().startswith("Reset tripped")).trigger()
-    assert actions.calls == [("respawn", ("notes",)), ("start", ("fragile",)), ("reset_all", ())]
+    menu.actions()[0].trigger()
+    assert actions.calls == [
+        ("respawn", ("notes",)),
+        ("start", ("fragile",)),
+        ("reset_all", ()),
+        ("open_window", ()),
+    ]
 
 
 def test_rebuilding_replaces_the_old_entries(qtbot: QtBot) -> None:
@@ -67,6 +80,21 @@ def test_rebuilding_replaces_the_old_entries(qtbot: QtBot) -> None:
     assert "No servers configured" in entries
     assert not any(e.startswith("a —") for e in entries)
     assert "Reset tripped sessions (0)" in entries
+
+
+def test_the_menu_opens_with_the_tooltips_cause_and_fix(qtbot: QtBot) -> None:
+    menu = QMenu()
+    snap = snapshot(server("fragile", ServerState.PARKED, "it exited 6 times in a row"))
+    build_menu(menu, snap, Recording())  # type: ignore[arg-type]
+    status = tray_status(snap)
+    assert titles(menu)[:2] == [
+        "fragile parked: it exited 6 times in a row",
+        "→ Respawn it from the window, or mcp-tray respawn fragile",
+    ]
+    assert status.tooltip == (
+        "mcp-tray: fragile parked: it exited 6 times in a row — "
+        "Respawn it from the window, or mcp-tray respawn fragile"
+    )
 
 
 def test_notifications_are_limited_to_one_per_key_per_minute() -> None:
