@@ -17,7 +17,9 @@ from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextConte
 from core.base.states import ServerState
 from core.serving.service import TrayService
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
-from tests.gateway_support import Services, bridge_client, http_client, text
+from tests.gateway_support import REPO, Services, bridge_client, http_client, text
+
+FRAGILE = REPO / "resources" / "demo" / "fragile_server.py"
 
 
 async def test_an_http_client_lists_and_calls_tools_and_reads_resources_and_prompts(
@@ -150,6 +152,24 @@ async def test_a_parked_servers_session_trips_after_three_failures_and_reset_cle
         after_reset = await first.call_tool("anything", {})
         assert "is parked" in text(after_reset)
         assert ghost.calls == calls_before + 1
+
+
+async def test_a_session_that_keeps_crashing_its_server_trips_through_the_bridge(
+    services: Services,
+) -> None:
+    """The first ten minutes' walkthrough: demo-fragile's crash, three times, through a bridge."""
+    service = await services.start({"fragile": python_server(FRAGILE)})
+    fragile = service.supervisor.server("fragile")
+    async with bridge_client(service.paths, "fragile") as client:
+        for attempt in range(3):
+            await wait_ready(fragile, generation=attempt + 1)
+            crashed = await client.call_tool("crash", {})
+            assert crashed.is_error and "exited mid-call" in text(crashed)
+        tripped = await client.call_tool("ping", {})
+        (session,) = [s for s in service.sessions.to_json() if s["server"] == "fragile"]
+
+    assert text(tripped).startswith("⚠️ This session has failed 3 times in a row")
+    assert session["breaker"] == "tripped"
 
 
 async def test_a_success_between_failures_resets_the_session_count(

@@ -315,8 +315,9 @@ class TransportFailure(CallError):
     transport_failure = True
     #: The generation whose death this is (one death, one breaker failure).
     generation: int | None = None
-    #: The server breaker opened on (or was open after) this failure: the
-    #: incident is the server's, and client sessions do not count it.
+    #: The server breaker opened on (or was open after) this failure, and the
+    #: call was not inside the child that died (it waited for a respawn that
+    #: died too): the incident is the server's; client sessions do not count it.
     contained: bool = False
 
 

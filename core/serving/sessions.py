@@ -4,9 +4,11 @@ A session counts its consecutive non-retryable failures: a call path that
 ended in an error of DESIGN 3.3/3.4 (the child exited, exited again, exited
 mid-call, broke the protocol) or a parked server. Fast-fails of an open
 server breaker are neither: they leave the count where it was; and so does
-the failure that opened the server breaker (or came while it was open): a
-server dying over and over is one incident, which the server breaker
-contains, not a reason to block every session that happened to call.
+a failure the server breaker took over (it opened on it, or was open) when
+the call was only waiting for a respawn that died too: a server dying over
+and over is one incident, which the server breaker contains, not a reason to
+block every session that happened to call. A call that was inside the child
+when it died always counts: it may be what kills it.
 A success of any kind resets the count; a tool result with ``isError`` is a
 success here (the server answered). At ``SESSION_BREAKER_THRESHOLD`` the
 session trips: its requests are answered at once with the reset hint and

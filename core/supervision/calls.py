@@ -126,8 +126,13 @@ class CallPath:
             if isinstance(exc, TransportFailure):
                 breaker.failure(str(exc), incident=exc.generation)
                 # Once the server breaker holds the incident, it is the server's,
-                # not the session's (core.serving.sessions does not count it).
-                exc.contained = breaker.state is not BreakerState.CLOSED
+                # not the session's (core.serving.sessions does not count it)...
+                # unless this call was inside the child that died: it may be
+                # what killed it, and a session repeating it is what the
+                # session breaker is for.
+                exc.contained = breaker.state is not BreakerState.CLOSED and not isinstance(
+                    exc, ExitedMidCall
+                )
             elif isinstance(exc, UpstreamError):
                 breaker.success()
             else:
