@@ -777,6 +777,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
     neither changes the exit code.
     """
     from core.registry.envdiag import doctor
+    from core.registry.workers_view import warnings_json
     from core.settings.config import load_config
     from core.settings.secrets import TOKEN_STORAGE_FAMILY, token_storage_note
 
@@ -799,16 +800,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         diagnostics = doctor(os.environ, None, __version__, servers_env=servers_env)
         text = f"registry: {registry_error}"
         found.append({"family": "registry", "subject": str(paths.registry_file), "text": text})
-    found += [
-        {
-            "family": d.family.rstrip(":"),
-            "subject": d.subject,
-            "message": d.message,
-            "fix": d.fix,
-            "text": str(d),
-        }
-        for d in diagnostics
-    ]
+    found += warnings_json(diagnostics, ())
     own_texts = {item["text"] for item in found}
     # The tray's own line about a registry this doctor found unusable too says it again.
     seen = {"registry"} if registry_error is not None else set()

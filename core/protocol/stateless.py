@@ -23,7 +23,6 @@ the connection cancels its request.
 """
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
@@ -35,20 +34,17 @@ from core.protocol.eras import ERROR_STATUS, Envelope, Rejection, check_request
 from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    PARSE_ERROR,
     dumps,
     error_message,
-    unparsable_reason,
-    unusable,
 )
 from core.protocol.wire import (
+    ANSWERED,
     JSON_TYPE,
     SSE_TYPE,
     Reply,
     accepts,
-    content_problem,
     error,
-    read_body,
+    read_message,
     respond,
     shape_problem,
     wait_disconnect,
@@ -110,27 +106,8 @@ async def handle_stateless(
             {"allow": "POST"},
         )
         return
-    problem = content_problem(headers, sse_required=False)
-    if problem is not None:
-        await error(send, problem[0], INVALID_REQUEST, problem[1])
-        return
-    body = await read_body(receive, max_body_bytes)
-    if body is None:
-        await error(
-            send,
-            413,
-            INVALID_REQUEST,
-            f"Payload Too Large: request bodies are limited to {max_body_bytes} bytes "
-            "(gateway.max_body_bytes in the config raises it)",
-        )
-        return
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
-        return
-    if (unfit := unusable(message)) is not None:
-        await error(send, 400, INVALID_REQUEST, unfit)
+    message = await read_message(receive, send, headers, max_body_bytes, sse_required=False)
+    if message is ANSWERED:
         return
     if isinstance(message, list):
         await error(send, 400, INVALID_REQUEST, "JSON-RPC batches are not part of MCP 2026-07-28")

@@ -31,7 +31,6 @@ that order (a gap is waited for at most ``SEQUENCE_GAP_SECONDS``).
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import time
 import uuid
@@ -53,25 +52,22 @@ from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    PARSE_ERROR,
     dumps,
     error_message,
     settle,
-    unparsable_reason,
-    unusable,
     valid_id,
 )
 from core.protocol.stateless import StatelessHandler, handle_stateless
 from core.protocol.wire import (
+    ANSWERED,
     DEFAULT_MAX_BODY_BYTES,
     JSON_TYPE,
     SSE_TYPE,
     Reply,
     accepts,
-    content_problem,
     error,
     event,
-    read_body,
+    read_message,
     respond,
     shape_problem,
     start_sse,
@@ -347,28 +343,8 @@ class StreamableHttp:
 
     async def _post(self, exchange: _Exchange) -> None:
         _, receive, send, headers, session_id, session = exchange
-        problem = content_problem(headers)
-        if problem is not None:
-            status, text = problem
-            await error(send, status, INVALID_REQUEST, text)
-            return
-        body = await read_body(receive, self.max_body_bytes)
-        if body is None:
-            await error(
-                send,
-                413,
-                INVALID_REQUEST,
-                f"Payload Too Large: request bodies are limited to {self.max_body_bytes} bytes "
-                "(gateway.max_body_bytes in the config raises it)",
-            )
-            return
-        try:
-            message = json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
-            return
-        if (unfit := unusable(message)) is not None:
-            await error(send, 400, INVALID_REQUEST, unfit)
+        message = await read_message(receive, send, headers, self.max_body_bytes)
+        if message is ANSWERED:
             return
         if isinstance(message, list):
             await self._batch(exchange, message)

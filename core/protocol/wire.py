@@ -9,12 +9,21 @@ these.
 
 import asyncio
 import itertools
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from starlette.types import Message, Receive, Send
 
-from core.protocol.jsonrpc import INVALID_REQUEST, dumps, error_message, valid_id
+from core.protocol.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    dumps,
+    error_message,
+    unparsable_reason,
+    unusable,
+    valid_id,
+)
 
 #: Largest request body accepted unless the config says otherwise.
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -164,6 +173,46 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+#: What ``read_message`` returns when it has answered the request itself.
+ANSWERED: Final = object()
+
+
+async def read_message(
+    receive: Receive,
+    send: Send,
+    headers: Mapping[str, str],
+    max_body_bytes: int,
+    *,
+    sse_required: bool = True,
+) -> Any:
+    """A POST's JSON-RPC body, parsed; or ``ANSWERED`` after refusing it with the
+    status and error it earned (415/406, 413, a parse error, nesting or a lone
+    surrogate) — the same checks for both eras."""
+    problem = content_problem(headers, sse_required=sse_required)
+    if problem is not None:
+        await error(send, problem[0], INVALID_REQUEST, problem[1])
+        return ANSWERED
+    body = await read_body(receive, max_body_bytes)
+    if body is None:
+        await error(
+            send,
+            413,
+            INVALID_REQUEST,
+            f"Payload Too Large: request bodies are limited to {max_body_bytes} bytes "
+            "(gateway.max_body_bytes in the config raises it)",
+        )
+        return ANSWERED
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
+        return ANSWERED
+    if (unfit := unusable(message)) is not None:
+        await error(send, 400, INVALID_REQUEST, unfit)
+        return ANSWERED
+    return message
 
 
 async def wait_disconnect(receive: Receive) -> None:
