@@ -8,7 +8,7 @@ every field is typed: a view reads fields and enums, never parses text.
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.base.states import BreakerState, ServerState
@@ -178,7 +178,6 @@ class TraySnapshot:
     sessions: tuple[SessionSnapshot, ...] = ()
     workers: tuple[WorkerSnapshot, ...] = ()
     warnings: tuple[WarningSnapshot, ...] = ()
-    resources: Mapping[str, ResourceUsage] = field(default_factory=dict)
 
     def server(self, name: str) -> ServerSnapshot:
         for snap in self.servers:

@@ -1,69 +1,28 @@
 """CPU % and RSS of each server's child (with its descendants), for the Servers tab.
 
-Only sampled while someone looks (the window is open): a headless tray
-never pays for it. psutil reads /proc: blocking, so the sampling runs in a
-worker thread on a timer. Descendants come from the kernel's per-task
+Only sampled while someone looks: the window's sampler (app/usage.py) calls
+``sample`` on its timer while it shows, so a headless tray never pays for it.
+psutil reads /proc: blocking, so ``sample`` runs in a worker thread. Descendants come from the kernel's per-task
 ``children`` lists rather than psutil's ``children()``, which reads the
 stat file of every process on the machine for each server.
 ``cpu_percent`` needs the same ``Process`` object between samples, so they
 are cached by pid and dropped when the pid goes away.
 """
 
-import asyncio
-import contextlib
 import os
-from collections.abc import Callable
 from typing import Final
 
 import psutil
 
-from core.base.snapshot import Event, ResourceUsage
+from core.base.snapshot import ResourceUsage
 
 #: How often the figures refresh; the UI shows them, nothing decides on them.
 SAMPLE_INTERVAL_SECONDS: Final = 5.0
 
 
 class ProcessStats:
-    def __init__(
-        self,
-        pids: Callable[[], dict[str, int]],
-        publish: Callable[[Event], None] | None = None,
-        *,
-        interval: float = SAMPLE_INTERVAL_SECONDS,
-    ) -> None:
-        self._pids = pids
-        self._publish = publish
-        self.interval = interval
-        self.usage: dict[str, ResourceUsage] = {}
+    def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}
-        self._task: asyncio.Task[None] | None = None
-        #: Sampling happens only while this is set (the window shows it).
-        self.watched = asyncio.Event()
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._loop(), name="mcp-tray:process-stats"
-        )
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def watch(self, on: bool) -> None:
-        """The window opened (or closed): start (or stop) sampling."""
-        if on:
-            self.watched.set()
-        else:
-            self.watched.clear()
-
-    async def _loop(self) -> None:
-        while True:
-            await self.watched.wait()
-            pids = self._pids()
-            self.usage = await asyncio.to_thread(self.sample, pids)
-            await asyncio.sleep(self.interval)
 
     def sample(self, pids: dict[str, int]) -> dict[str, ResourceUsage]:
         """One reading per server. Blocking."""

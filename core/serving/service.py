@@ -97,9 +97,8 @@ class TrayService:
         #: Calls, failures and restarts per server over the last minutes (the
         #: window's sparklines); chained after the metrics on the same hook.
         self.activity = attach_activity(self.supervisor)
-        self.stats = ProcessStats(
-            lambda: {s.name: s.pid for s in self.supervisor.all_servers() if s.pid is not None}
-        )
+        #: The window samples CPU/RSS through it while it shows (app/usage.py).
+        self.stats = ProcessStats()
         self.supervisor.views = Views(
             sessions=lambda: self.sessions.snapshots(
                 self.workers.session_ownership if self.workers else None
@@ -109,7 +108,6 @@ class TrayService:
                 WarningSnapshot(**{k: str(v) for k, v in row.items()})
                 for row in self.warnings_json()
             ),
-            resources=lambda: dict(self.stats.usage),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -156,7 +154,6 @@ class TrayService:
                 self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
             await self.supervisor.start()
             self.workers.start()
-            self.stats.start()
             if self.watch_config:
                 self.watcher.start()
             await self._serve(sock)
@@ -269,7 +266,6 @@ class TrayService:
                 loop.set_exception_handler(self._accept_errors.previous)
             self._accept_errors = None
         await self.watcher.aclose()
-        await self.stats.aclose()
         await self.gateway.aclose()
         if self.workers is not None:
             await self.workers.aclose()

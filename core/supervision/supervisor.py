@@ -18,7 +18,6 @@ from core.base.snapshot import (
     AlertKind,
     Event,
     EventKind,
-    ResourceUsage,
     SessionSnapshot,
     TraySnapshot,
     WarningSnapshot,
@@ -49,7 +48,6 @@ class Views:
     sessions: Callable[[], tuple[SessionSnapshot, ...]] = _none
     workers: Callable[[], tuple[WorkerSnapshot, ...]] = _none
     warnings: Callable[[], tuple[WarningSnapshot, ...]] = _none
-    resources: Callable[[], Mapping[str, ResourceUsage]] = dict
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,6 @@ class Supervisor:
             sessions=_view(views.sessions, ()),
             workers=_view(views.workers, ()),
             warnings=_view(views.warnings, ()),
-            resources=_view(views.resources, {}),
         )
 
     # ------------------------------------------------------------- lifecycle
