@@ -393,24 +393,36 @@ class Relay:
     async def _lost_in_flight(
         self, line: bytes, message: Any, request_id: Any, exc: Exception, retried: bool
     ) -> None:
-        never_sent = isinstance(exc, HttpError) and exc.never_sent
         self._lost_tray()
-        if never_sent or (request_id is not None and not retried and self._repeatable(message)):
+        if self._send_again(exc, message, request_id, retried):
             # Not taken, or safe to take twice: once more when the tray is back.
-            try:
-                await self._reachable_within()
-            except _Gone as gone:
-                if request_id is not None:
-                    await self.emit(_error(request_id, NOT_THERE, str(gone)))
+            if not await self._tray_back(request_id):
                 return
             seq = None
             if self._state == "open":
                 self._seq += 1
                 seq = self._seq
-            await self._forward(line, message, seq, retried=not never_sent)
+            await self._forward(line, message, seq, retried=not _never_sent(exc))
             return
         if request_id is not None:
             await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
+
+    def _send_again(self, exc: Exception, message: Any, request_id: Any, retried: bool) -> bool:
+        """A request cut by ``exc``: send it again once the tray is back? Yes when it
+        certainly never arrived, or is safe to take twice and was not sent twice yet."""
+        if _never_sent(exc):
+            return True
+        return request_id is not None and not retried and self._repeatable(message)
+
+    async def _tray_back(self, request_id: Any) -> bool:
+        """Wait (bounded) for the tray; False once the request was answered that it is gone."""
+        try:
+            await self._reachable_within()
+        except _Gone as gone:
+            if request_id is not None:
+                await self.emit(_error(request_id, NOT_THERE, str(gone)))
+            return False
+        return True
 
     def _repeatable(self, message: Any) -> bool:
         method = message.get("method") if isinstance(message, dict) else None
@@ -472,11 +484,7 @@ class Relay:
         request_id: Any,
         retried: bool = False,
     ) -> None:
-        try:
-            await self._reachable_within()
-        except _Gone as gone:
-            if request_id is not None:
-                await self.emit(_error(request_id, NOT_THERE, str(gone)))
+        if not await self._tray_back(request_id):
             return
         assert self._pool is not None
         try:
@@ -495,12 +503,11 @@ class Relay:
                         return
                 await self.emit(_answer_for(request_id, reply.status, body))
         except (HttpError, OSError) as exc:
-            never_sent = isinstance(exc, HttpError) and exc.never_sent
             self._lost_tray()
             if request_id is None:
                 return
-            if never_sent or (not retried and self._repeatable(message)):
-                await self._post(line, message, headers, request_id, retried=not never_sent)
+            if self._send_again(exc, message, request_id, retried):
+                await self._post(line, message, headers, request_id, retried=not _never_sent(exc))
                 return
             await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
 
@@ -574,6 +581,11 @@ def _lost(exc: Exception, *, taken: bool = False) -> str:
             "not have taken effect; check before repeating it. The bridge is reconnecting"
         )
     return f"mcp-tray's gateway did not answer ({exc}); the bridge is reconnecting"
+
+
+def _never_sent(exc: Exception) -> bool:
+    """No connection was made: the tray certainly never saw the request."""
+    return isinstance(exc, HttpError) and exc.never_sent
 
 
 def _key(request_id: object) -> object:
