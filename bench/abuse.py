@@ -101,7 +101,6 @@ import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, TypeVar
@@ -111,11 +110,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
 import psutil
+from harness import (
+    KEYRING_BACKEND,
+    BenchAborted,
+    children_running,
+    percentile,
+    server_entry,
+    shape,
+    spawn_tray,
+    tagged_by,
+    tray_env,
+    trouble_in,
+)
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from core.base.envvars import OWNER_ENV
 from core.base.errors import ConfigError, NotRunning
 from core.serving.http_guard import MAX_CONNECTIONS, READ_SECONDS, connection_cap
 from core.serving.metrics import KNOWN_METHODS, OTHER_METHOD
@@ -123,7 +133,7 @@ from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
-from core.supervision.sweep import owner_of, sweep_leftovers
+from core.supervision.sweep import sweep_leftovers
 from tests.test_fuzz_config import ECHO_ENTRY, NOWHERE, documents
 from tests.test_fuzz_http import (
     HARMFUL_TOOLS,
@@ -173,10 +183,6 @@ CONNECT_SECONDS: Final = 5.0
 REQUEST_SECONDS: Final = 15.0
 #: Tool calls timed without scrapes, as the baseline of figure 4.
 BASELINE_CALLS: Final = 50
-#: Lines of a log that tell of a failure nobody handled.
-TROUBLE: Final = ("Traceback (most recent call last)", "Task exception was never retrieved")
-#: The token stays in the private home's file, never in the user's OS keyring.
-KEYRING_BACKEND: Final = "keyring.backends.fail.Keyring"
 #: What stands for the session id in generated headers (the session opens after generation).
 SESSION_PLACEHOLDER: Final = "bench-session-placeholder"
 PROTOCOL: Final = "2025-11-25"
@@ -192,27 +198,7 @@ TRICKLED_HEAD: Final = (
 )
 
 
-class BenchAborted(Exception):
-    pass
-
-
 # ------------------------------------------------------------------ helpers
-
-
-def tray_env(home: Path) -> dict[str, str]:
-    """The caller's environment without MCP_TRAY_*, on the private home and this checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-    env["MCP_TRAY_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYTHON_KEYRING_BACKEND"] = KEYRING_BACKEND
-    return env
-
-
-def percentile(values: list[float], share: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(share * len(ordered)))
-    return ordered[rank - 1]
 
 
 def row(label: str, values: list[float], scale: float = 1e3) -> str:
@@ -226,61 +212,6 @@ def row(label: str, values: list[float], scale: float = 1e3) -> str:
 
 def header_row(unit: str = "ms") -> str:
     return f"    {'figure (' + unit + ')':<46} {'n':>6} {'p50':>9} {'p95':>9} {'max':>9}"
-
-
-def server_entry(status: dict[str, Any]) -> dict[str, Any]:
-    return next((s for s in status.get("servers", []) if s.get("name") == SERVER), {})
-
-
-def echo_children(tray_pid: int) -> list[int]:
-    """The tray's echo.py processes (its children, or theirs)."""
-    found = []
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process(tray_pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                if str(ECHO_SCRIPT) in child.cmdline():
-                    found.append(child.pid)
-    return found
-
-
-def tagged_by(tray_pids: Iterable[int]) -> list[str]:
-    """Live processes tagged (MCP_TRAY_OWNER) by one of these trays."""
-    owners = set(tray_pids)
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["pid", "uids"]):
-        with contextlib.suppress(psutil.Error, ValueError):
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            tag = proc.environ().get(OWNER_ENV)
-            if not tag or int(owner_of(tag).split("-", 1)[0]) not in owners:
-                continue
-            found.append(f"pid {proc.pid} (tray {owner_of(tag)}): {' '.join(proc.cmdline())[:160]}")
-    return found
-
-
-def trouble_in(text: str, where: str) -> list[str]:
-    """The unhandled failures a log tells of: each traceback's last line."""
-    lines = text.splitlines()
-    found = []
-    for index, line in enumerate(lines):
-        if any(mark in line for mark in TROUBLE):
-            tail = next(
-                (
-                    later.strip()
-                    for later in lines[index + 1 : index + 200]
-                    if later and not later.startswith((" ", "\t", "Traceback"))
-                ),
-                line.strip(),
-            )
-            found.append(f"{where}:{index + 1}: {tail[:200]}")
-    return found
-
-
-def shape(message: str) -> str:
-    """A message with its numbers and paths folded, to group alike messages."""
-    message = re.sub(r"/[^\s:]+", "FILE", message)
-    return re.sub(r"\d+(\.\d+)?", "N", message)
 
 
 def generate(strategy: st.SearchStrategy[T], count: int, at_seed: int) -> list[T]:
@@ -349,22 +280,7 @@ class Tray:
             raise BenchAborted(f"the tray is gone (exit code {code})")
 
     async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "run",
-            "--headless",
-            "--config",
-            str(self.config),
-            env=tray_env(self.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-            # Its own process group: a last-resort kill reaches only what it started.
-            start_new_session=True,
-        )
+        self.process = await spawn_tray(self.config, self.home, self.log)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.process.returncode is not None:
@@ -387,7 +303,7 @@ class Tray:
         )
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx2.HTTPError, ValueError):
-                if server_entry(await self.status()).get("state") == "ready":
+                if server_entry(await self.status(), SERVER).get("state") == "ready":
                     return
             await asyncio.sleep(0.1)
         raise BenchAborted(f"{SERVER} not ready within {READY_SECONDS:g} s")
@@ -752,7 +668,7 @@ async def hot_reload(
 ) -> None:
     config = tray.config
     began = time.perf_counter()
-    figures.echo_pid = server_entry(await tray.status()).get("pid") or 0
+    figures.echo_pid = server_entry(await tray.status(), SERVER).get("pid") or 0
     big = b'{"mcpServers": {}, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}'
     edits: list[tuple[str, Any]] = [
         (f"generated edit #{n}", lambda path, data=data: path.write_bytes(data))
@@ -791,7 +707,7 @@ async def hot_reload(
         edit.seconds = time.perf_counter() - started
         entry: dict[str, Any] = {}
         try:
-            entry = server_entry(await tray.status())
+            entry = server_entry(await tray.status(), SERVER)
         except (httpx2.HTTPError, ValueError):
             edit.status_failures += 1
         edit.pid_kept = entry.get("pid") == figures.echo_pid
@@ -941,7 +857,7 @@ async def probe_loop(
                 reply = await asyncio.wait_for(fresh.get("/api/v1/status"), PROBE_SECONDS)
                 if reply.status_code == 200:
                     probe.seconds = time.perf_counter() - sent
-                    entry = server_entry(reply.json())
+                    entry = server_entry(reply.json(), SERVER)
                     probe.state = str(entry.get("state"))
                     probe.generation = int(entry.get("generation") or 0)
                 else:
@@ -990,9 +906,9 @@ async def cli_status_loop(
 async def kill_once(tray: Tray, zero: float, delay: float, figures: FloodFigures) -> None:
     """kill -9 the echo child after ``delay``; then until status shows it ready again."""
     await asyncio.sleep(delay)
-    before = server_entry(await tray.status())
+    before = server_entry(await tray.status(), SERVER)
     figures.generation_before = int(before.get("generation") or 0)
-    pids = await asyncio.to_thread(echo_children, tray.pid)
+    pids = await asyncio.to_thread(children_running, tray.pid, ECHO_SCRIPT)
     killed_at = time.perf_counter()
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -1000,7 +916,7 @@ async def kill_once(tray: Tray, zero: float, delay: float, figures: FloodFigures
     figures.kill_at, figures.killed = killed_at - zero, pids
     while time.perf_counter() - killed_at < READY_SECONDS:
         with contextlib.suppress(httpx2.HTTPError, ValueError):
-            entry = server_entry(await tray.status())
+            entry = server_entry(await tray.status(), SERVER)
             state = str(entry.get("state"))
             if not figures.states_seen or figures.states_seen[-1] != state:
                 figures.states_seen.append(state)
@@ -1209,7 +1125,7 @@ async def send_fuzzed(
 async def fuzz_requests_phase(
     tray: Tray, requests: list[Request], args: argparse.Namespace, figures: RequestFigures
 ) -> None:
-    before = server_entry(await tray.status())
+    before = server_entry(await tray.status(), SERVER)
     figures.pid_before = int(before.get("pid") or 0)
     figures.generation_before = int(before.get("generation") or 0)
     limits = httpx2.Limits(
@@ -1233,7 +1149,7 @@ async def fuzz_requests_phase(
         figures.seconds = time.perf_counter() - began
     tray.alive()
     after = await tray.status()
-    entry = server_entry(after)
+    entry = server_entry(after, SERVER)
     figures.pid_after = int(entry.get("pid") or 0)
     figures.generation_after = int(entry.get("generation") or 0)
     figures.sessions_after = len(after.get("sessions") or [])
@@ -1519,7 +1435,9 @@ def report_configs(figures: ConfigFigures) -> tuple[int, int]:
             f"     !! {run.case.label} ({run.case.path.name}): exit {run.code} hung {run.hung!r} "
             f"load_config {run.case.outcome}: {run.stderr.strip()[-400:]!r}"
         )
-    lines = Counter(shape(r.stderr.strip().splitlines()[-1]) for r in refused if r.stderr.strip())
+    lines = Counter(
+        shape(r.stderr.strip().splitlines()[-1], paths=True) for r in refused if r.stderr.strip()
+    )
     print(f"     refused runs' last stderr line, {len(lines)} shapes, e.g.:")
     for text, number in lines.most_common(3):
         print(f"       {number:>3} x {text[:150]}")

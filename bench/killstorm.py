@@ -46,10 +46,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-import math
 import os
 import platform
-import re
 import shutil
 import signal
 import sys
@@ -66,17 +64,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
 import psutil
+from harness import (
+    KEYRING_BACKEND,
+    BenchAborted,
+    bridge_pids,
+    children_running,
+    percentile,
+    result_text,
+    server_entry,
+    shape,
+    spawn_tray,
+    tagged_by,
+    tray_env,
+    trouble_in_file,
+)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import TextContent
 
-from core.base.envvars import OWNER_ENV
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
-from core.supervision.sweep import owner_of, sweep_leftovers
+from core.supervision.sweep import sweep_leftovers
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 ECHO_SCRIPT: Final = ROOT / "tests" / "servers" / "echo.py"
@@ -93,26 +103,9 @@ CALL_SECONDS: Final = 90.0
 READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 30.0
 TARGET_ANSWERED: Final = 0.95
-#: Lines of a log that tell of a failure nobody handled.
-TROUBLE: Final = ("Traceback (most recent call last)", "Task exception was never retrieved")
-#: The token stays in the private home's file, never in the user's OS keyring.
-KEYRING_BACKEND: Final = "keyring.backends.fail.Keyring"
-
-
-class BenchAborted(Exception):
-    pass
 
 
 # -------------------------------------------------------------------- the tray
-
-
-def tray_env(home: Path) -> dict[str, str]:
-    """The caller's environment without MCP_TRAY_*, on the private home and this checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-    env["MCP_TRAY_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYTHON_KEYRING_BACKEND"] = KEYRING_BACKEND
-    return env
 
 
 class Tray:
@@ -132,22 +125,7 @@ class Tray:
         return self.process.pid
 
     async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "run",
-            "--headless",
-            "--config",
-            str(self.config),
-            env=tray_env(self.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-            # Its own process group: a last-resort kill reaches only what it started.
-            start_new_session=True,
-        )
+        self.process = await spawn_tray(self.config, self.home, self.log)
 
     async def status(self) -> dict[str, Any] | None:
         """``mcp-tray status --json``; None when it fails."""
@@ -182,7 +160,7 @@ class Tray:
                 info = running_instance(self.paths)
                 if info.pid == self.pid:
                     body = await self.status() or {}
-                    if server_entry(body).get("state") == "ready":
+                    if server_entry(body, SERVER).get("state") == "ready":
                         self.url = info.url
                         return
             await asyncio.sleep(0.2)
@@ -201,47 +179,6 @@ class Tray:
                 os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
             return None
-
-
-def server_entry(status: dict[str, Any]) -> dict[str, Any]:
-    return next((s for s in status.get("servers", []) if s.get("name") == SERVER), {})
-
-
-def echo_children(tray_pid: int) -> list[int]:
-    """The tray's echo.py processes (its children, or theirs)."""
-    found = []
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process(tray_pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                if str(ECHO_SCRIPT) in child.cmdline():
-                    found.append(child.pid)
-    return found
-
-
-def bridge_pids() -> list[int]:
-    """The bridges this bench's SDK clients started (children of this process)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            cmdline = child.cmdline()
-            if "core.cli.main" in cmdline and "connect" in cmdline:
-                found.append(child.pid)
-    return found
-
-
-def tagged_by(tray_pid: int) -> list[str]:
-    """Live processes tagged (MCP_TRAY_OWNER) by this tray."""
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["pid", "uids"]):
-        with contextlib.suppress(psutil.Error, ValueError):
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            tag = proc.environ().get(OWNER_ENV)
-            if not tag or int(owner_of(tag).split("-", 1)[0]) != tray_pid:
-                continue
-            found.append(f"pid {proc.pid}: {' '.join(proc.cmdline())[:160]}")
-    return found
 
 
 # ----------------------------------------------------------------- the sessions
@@ -271,11 +208,6 @@ class Storm:
     missed: int = 0
     status: dict[str, Any] = field(default_factory=dict)
     bridge_pids: list[int] = field(default_factory=list)
-
-
-def result_text(result: object) -> str:
-    content = getattr(result, "content", None) or []
-    return "".join(block.text for block in content if isinstance(block, TextContent))
 
 
 def request(tool: str, seconds: float, number: int) -> tuple[dict[str, Any], str]:
@@ -323,7 +255,7 @@ async def kill_loop(tray: Tray, every: float, done: asyncio.Event, storm: Storm)
             await asyncio.wait_for(done.wait(), every)
         if done.is_set():
             return
-        pids = await asyncio.to_thread(echo_children, tray.pid)
+        pids = await asyncio.to_thread(children_running, tray.pid, ECHO_SCRIPT)
         if not pids:
             storm.missed += 1
             continue
@@ -406,13 +338,6 @@ async def bench(tray: Tray, args: argparse.Namespace, storm: Storm, errlog: Text
 # ------------------------------------------------------------------- the report
 
 
-def percentile(values: list[float], share: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(share * len(ordered)))
-    return ordered[rank - 1]
-
-
 def row(label: str, values: list[float]) -> str:
     if not values:
         return f"  {label:<40} {0:>5}         -         -         -"
@@ -420,32 +345,6 @@ def row(label: str, values: list[float]) -> str:
         f"  {label:<40} {len(values):>5} {percentile(values, 0.50):>9.1f} "
         f"{percentile(values, 0.95):>9.1f} {max(values):>9.1f}"
     )
-
-
-def shape(message: str) -> str:
-    """A message with its numbers (ports, pids, seconds) folded, to group alike errors."""
-    return re.sub(r"\d+(\.\d+)?", "N", message)
-
-
-def trouble_in(path: Path) -> list[str]:
-    """The unhandled failures a log tells of: each traceback's last line."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    found = []
-    for index, line in enumerate(lines):
-        if any(mark in line for mark in TROUBLE):
-            tail = next(
-                (
-                    later.strip()
-                    for later in lines[index + 1 : index + 200]
-                    if later and not later.startswith((" ", "\t", "Traceback"))
-                ),
-                line.strip(),
-            )
-            found.append(f"{path.name}:{index + 1}: {tail[:200]}")
-    return found
 
 
 def report(storm: Storm, args: argparse.Namespace, seconds: float) -> dict[str, int]:
@@ -533,7 +432,7 @@ def report(storm: Storm, args: argparse.Namespace, seconds: float) -> dict[str, 
                 f"breaker {s.get('breaker')}"
                 + (f"  last error: {str(s['last_error'])[:160]}" if s.get("last_error") else "")
             )
-        server = server_entry(status)
+        server = server_entry(status, SERVER)
         print(
             f"  server {SERVER} at the end: state {server.get('state')}, generation "
             f"{server.get('generation')} (1 + one respawn per kill would be "
@@ -629,17 +528,17 @@ def main() -> int:
         tray_pid = tray.process.pid if tray.process is not None else -1
         left = [f"tray pid {tray_pid}"] if psutil.pid_exists(tray_pid) else []
         left += [f"bridge pid {pid}" for pid in storm.bridge_pids if psutil.pid_exists(pid)]
-        left += tagged_by(tray_pid)
+        left += tagged_by([tray_pid])
         swept = sweep_leftovers()
         print(f"  left behind after the clients closed and the tray's SIGTERM: {len(left)}")
         for line in left:
             print(f"    {line}")
         print(
             f"  sweep_leftovers() ended {len(swept)} process(es); "
-            f"tagged by this run's tray afterwards: {len(tagged_by(tray_pid))}"
+            f"tagged by this run's tray afterwards: {len(tagged_by([tray_pid]))}"
         )
         logs = [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))]
-        trouble = [line for path in logs for line in trouble_in(path)]
+        trouble = [line for path in logs for line in trouble_in_file(path)]
         print(
             f"  tracebacks in the tray's output, the bridges' stderr, the server log: {len(trouble)}"
         )

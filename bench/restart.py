@@ -52,17 +52,14 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import platform
-import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final, TextIO
@@ -71,15 +68,26 @@ from typing import IO, Final, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
+from harness import (
+    BenchAborted,
+    bridge_pids,
+    percentile,
+    result_text,
+    shape,
+    spawn_tray,
+    tagged_by,
+    tray_env,
+    trouble_in_file,
+)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
-from core.base.envvars import OWNER_ENV, RECONNECT_SECONDS_ENV
+from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import RuntimeInfo, running_instance
-from core.supervision.sweep import owner_of, sweep_leftovers
+from core.supervision.sweep import sweep_leftovers
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 ECHO_SCRIPT: Final = ROOT / "tests" / "servers" / "echo.py"
@@ -95,25 +103,9 @@ READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 30.0
 #: Broken calls in a row (the client's transport failed) that end the run.
 BROKEN_IN_A_ROW: Final = 3
-#: Lines of a log that tell of a failure nobody handled.
-TROUBLE: Final = ("Traceback (most recent call last)", "Task exception was never retrieved")
-
-
-class BenchAborted(Exception):
-    pass
 
 
 # ------------------------------------------------------------------ the trays
-
-
-def tray_env(home: Path) -> dict[str, str]:
-    """The caller's environment without MCP_TRAY_*, on the private home and this checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-    env["MCP_TRAY_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT)
-    # The token stays in the private home's file, never in the user's OS keyring.
-    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
-    return env
 
 
 def bridge_env(home: Path) -> dict[str, str]:
@@ -144,22 +136,7 @@ class Trays:
     async def start(self) -> None:
         self.log.write(f"\n--- bench: tray #{len(self.pids) + 1} starting\n".encode())
         self.log.flush()
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "run",
-            "--headless",
-            "--config",
-            str(self.config),
-            env=tray_env(self.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-            # Its own process group: a last-resort kill reaches only what it started.
-            start_new_session=True,
-        )
+        self.process = await spawn_tray(self.config, self.home, self.log)
         self.pids.append(self.process.pid)
 
     async def wait_up(self) -> RuntimeInfo:
@@ -250,11 +227,6 @@ class Run:
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
 
-def result_text(result: object) -> str:
-    content = getattr(result, "content", None) or []
-    return "".join(block.text for block in content if isinstance(block, TextContent))
-
-
 def classify(text: str, result: object) -> tuple[str, str]:
     if not isinstance(result, CallToolResult):
         return "lost", f"not a tool result: {type(result).__name__}"
@@ -291,33 +263,6 @@ async def call_loop(session: ClientSession, run: Run, stop: asyncio.Event, inter
             return
         if interval:
             await asyncio.sleep(interval)
-
-
-def bridge_pids() -> list[int]:
-    """The bridges this bench's SDK client started (children of this process)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            cmdline = child.cmdline()
-            if "core.cli.main" in cmdline and "connect" in cmdline:
-                found.append(child.pid)
-    return found
-
-
-def tagged_by(tray_pids: Iterable[int], skip: int | None = None) -> list[str]:
-    """Live processes tagged (MCP_TRAY_OWNER) by one of these trays, except by ``skip``."""
-    owners = set(tray_pids) - {skip}
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["pid", "uids"]):
-        with contextlib.suppress(psutil.Error, ValueError):
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            tag = proc.environ().get(OWNER_ENV)
-            if not tag or int(owner_of(tag).split("-", 1)[0]) not in owners:
-                continue
-            found.append(f"pid {proc.pid} (tray {owner_of(tag)}): {' '.join(proc.cmdline())[:160]}")
-    return found
 
 
 async def restart_loop(
@@ -387,13 +332,6 @@ async def bench(
 # ------------------------------------------------------------------- the report
 
 
-def percentile(values: list[float], share: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(share * len(ordered)))
-    return ordered[rank - 1]
-
-
 def row(label: str, values: list[float]) -> str:
     if not values:
         return f"  {label:<40} {0:>4}        -         -         -"
@@ -406,33 +344,6 @@ def row(label: str, values: list[float]) -> str:
 def gap_ms(run: Run, restart: Restart) -> float | None:
     answers = [c.done for c in run.calls if c.outcome == "answered" and c.sent >= restart.signalled]
     return (min(answers) - restart.signalled) * 1000.0 if answers else None
-
-
-def shape(message: str) -> str:
-    """A message with its numbers (ports, pids, seconds) folded, to group alike errors."""
-    return re.sub(r"\d+(\.\d+)?", "N", message)
-
-
-def trouble_in(path: Path) -> list[str]:
-    """The unhandled failures a log tells of: each traceback's last line."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    found = []
-    for index, line in enumerate(lines):
-        if any(mark in line for mark in TROUBLE):
-            # The exception line: the first unindented line after the traceback's frames.
-            tail = next(
-                (
-                    later.strip()
-                    for later in lines[index + 1 : index + 200]
-                    if later and not later.startswith((" ", "\t", "Traceback"))
-                ),
-                line.strip(),
-            )
-            found.append(f"{path.name}:{index + 1}: {tail[:200]}")
-    return found
 
 
 def report(run: Run, args: argparse.Namespace, seconds: float) -> None:
@@ -579,7 +490,7 @@ def main() -> int:
             f"tagged by this run's trays afterwards: {len(after)}"
         )
         logs = [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))]
-        trouble = [line for path in logs for line in trouble_in(path)]
+        trouble = [line for path in logs for line in trouble_in_file(path)]
         print(
             f"  tracebacks in the trays' output, the bridge's stderr, the server logs: {len(trouble)}"
         )
