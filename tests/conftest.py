@@ -7,10 +7,11 @@ import inspect
 import json
 import os
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 import pytest
@@ -226,3 +227,29 @@ def process_gone(pid: int) -> bool:
 def process_alive(pid: int) -> bool:
     """Running: neither gone nor a zombie waiting to be reaped."""
     return not process_gone(pid)
+
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop on a thread of its own, so synchronous code (hypothesis
+    drives only plain functions) can run the async core through ``run``."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def logged_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What was logged with a traceback (name: message), which must never happen."""
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]

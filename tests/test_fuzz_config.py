@@ -20,10 +20,8 @@ traceback. Generated servers are always ``"disabled": true`` (or invalid),
 so no generated command ever runs.
 """
 
-import asyncio
 import json
 import logging
-import threading
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -39,7 +37,14 @@ from core.serving.config_watch import ConfigWatcher
 from core.settings.config import TrayConfig, load_config
 from core.settings.paths import Paths
 from core.supervision.supervisor import Supervisor
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready
+from tests.conftest import (
+    ECHO,
+    FAST_TIMING,
+    LoopThread,
+    logged_tracebacks,
+    python_server,
+    wait_ready,
+)
 
 T = TypeVar("T")
 
@@ -226,24 +231,22 @@ def test_a_generated_document_loads_or_is_refused_with_one_config_error_and_noth
         assert all(server.disabled for name, server in outcome.servers.items() if name != "echo")
 
 
-class Tray:
+class Tray(LoopThread):
     """A Supervisor running echo, and its ConfigWatcher, on an event loop of their own thread."""
 
     def __init__(self, paths: Paths) -> None:
         self.path = paths.config_file
         self.base = json.dumps({"mcpServers": {"echo": ECHO_ENTRY}}).encode()
         self.path.write_bytes(self.base)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+        super().__init__()
         self.supervisor = Supervisor(load_config(self.path), paths, timing=FAST_TIMING)
         self.run(self.supervisor.start(sweep=False))
         self.run(wait_ready(self.supervisor.server("echo")))
         self.pid = self.supervisor.server("echo").pid
         self.watcher = ConfigWatcher(self.supervisor, self.path)
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        return super().run(coro, timeout)
 
     def edit(self, content: bytes) -> None:
         self.path.write_bytes(content)
@@ -256,9 +259,7 @@ class Tray:
     def close(self) -> None:
         self.run(self.watcher.aclose())
         self.run(self.supervisor.aclose())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+        self.stop()
 
 
 @pytest.fixture
@@ -266,10 +267,6 @@ def tray(tray_home: Paths) -> Iterator[Tray]:
     holder = Tray(tray_home)
     yield holder
     holder.close()
-
-
-def with_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
 
 
 @pytest.mark.slow
@@ -298,7 +295,7 @@ def test_generated_edits_are_applied_or_refused_and_never_touch_the_running_chil
             assert tray.supervisor.config == outcome
         echo = tray.supervisor.server("echo")
         assert echo.pid == tray.pid and echo.state is ServerState.READY
-        assert with_tracebacks(caplog) == []
+        assert logged_tracebacks(caplog) == []
 
     tray.edit(tray.base)  # a good edit after any of them still applies
     assert tray.error() is None

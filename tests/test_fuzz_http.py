@@ -8,12 +8,10 @@ Every answer must be prompt and not a 500, nothing may be logged with a
 traceback, and the child must be the same process at the end.
 """
 
-import asyncio
 import json
 import logging
-import threading
-from collections.abc import Coroutine, Iterator
-from typing import Any, Final, TypeVar
+from collections.abc import Iterator
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -23,9 +21,14 @@ from hypothesis import strategies as st
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready
-
-T = TypeVar("T")
+from tests.conftest import (
+    ECHO,
+    FAST_TIMING,
+    LoopThread,
+    logged_tracebacks,
+    python_server,
+    wait_ready,
+)
 
 #: Enough to find what a careless parser misses, few enough for make test.
 EXAMPLES: Final = 150
@@ -185,14 +188,12 @@ def headers(draw: st.DrawFn, session_id: str) -> dict[str, str]:
     return out
 
 
-class Tray:
+class Tray(LoopThread):
     """A TrayService on an event loop of its own thread, so hypothesis drives it synchronously."""
 
     def __init__(self, paths: Paths) -> None:
         paths.config_file.write_text(json.dumps({"mcpServers": {"echo": python_server(ECHO)}}))
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+        super().__init__()
         self.service = TrayService(load_config(paths.config_file), paths, timing=FAST_TIMING)
         self.run(self.service.start())
         self.run(wait_ready(self.service.supervisor.server("echo")))
@@ -215,15 +216,10 @@ class Tray:
         )
         self.session_id = opened.headers["mcp-session-id"]
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
     def close(self) -> None:
         self.http.close()
         self.run(self.service.aclose())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+        self.stop()
 
 
 @pytest.fixture
@@ -231,10 +227,6 @@ def tray(tray_home: Paths) -> Iterator[Tray]:
     holder = Tray(tray_home)
     yield holder
     holder.close()
-
-
-def with_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
 
 
 @pytest.mark.slow
@@ -255,7 +247,7 @@ def test_generated_gateway_requests_get_no_500_no_traceback_and_leave_the_child_
     reply = tray.http.request(verb, path, headers=sent, content=body)
 
     assert reply.status_code < 500, (verb, path, sent, body[:300], reply.text[:300])
-    assert with_tracebacks(caplog) == []
+    assert logged_tracebacks(caplog) == []
     assert tray.service.supervisor.server("echo").pid == tray.pid
 
 
@@ -288,5 +280,5 @@ def test_generated_control_api_calls_get_no_500_no_traceback(
 
     assert reply.status_code < 500, (name, body[:300], reply.text[:300])
     assert reply.headers["content-type"].startswith("application/json")
-    assert with_tracebacks(caplog) == []
+    assert logged_tracebacks(caplog) == []
     assert tray.service.supervisor.server("echo").pid == tray.pid
