@@ -1,8 +1,17 @@
-"""The mcp-tray command in a subprocess, for the CLI tests (not a test module)."""
+"""The mcp-tray command in a subprocess, and a headless tray as one, for the tests
+that drive it from outside (not a test module)."""
 
+import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.settings.paths import Paths, default_paths
+from tests.conftest import wait_until_sync
 
 
 def run_python(
@@ -25,3 +34,85 @@ def run_mcp_tray(
 ) -> subprocess.CompletedProcess[str]:
     """``mcp-tray ARGS`` from this checkout (``python -m core.cli.main``)."""
     return run_python(["-m", "core.cli.main", *args], env, stdin=stdin, timeout=timeout)
+
+
+#: keyring's backend that is never usable: the token falls back to its file.
+NO_KEYRING = "keyring.backends.fail.Keyring"
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """Our environment, with mcp-tray's home at ``home`` and no OS keyring."""
+    return dict(os.environ, MCP_TRAY_HOME=str(home), PYTHON_KEYRING_BACKEND=NO_KEYRING)
+
+
+def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return run_mcp_tray(home_env(home), *args, timeout=timeout)
+
+
+class Headless:
+    def __init__(self, home: Path, config: dict[str, Any]) -> None:
+        self.home = home
+        self.config_path = home / "test-config.json"
+        home.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(json.dumps(config))
+        self.paths: Paths = default_paths({"MCP_TRAY_HOME": str(home)})
+        env = home_env(home)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "core.cli.main",
+                "run",
+                "--headless",
+                "--config",
+                str(self.config_path),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_for(self, predicate: Any, what: str, timeout: float = 30) -> Any:
+        def check() -> Any:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"mcp-tray exited early: {self.proc.communicate()}")
+            return predicate()
+
+        return wait_until_sync(check, what=what, timeout=timeout)
+
+    def status(self) -> dict[str, Any]:
+        result = cli(self.home, "status", "--json")
+        assert result.returncode == 0, result.stderr
+        data: dict[str, Any] = json.loads(result.stdout)
+        return data
+
+    def wait_state(self, name: str, state: str, generation: int | None = None) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            result = cli(self.home, "status", "--json")
+            if result.returncode == 3:  # not up yet (or a stale runtime file)
+                return None
+            assert result.returncode == 0, result.stderr
+            servers: list[dict[str, Any]] = json.loads(result.stdout)["servers"]
+            server = next(s for s in servers if s["name"] == name)
+            if server["state"] == state and (
+                generation is None or server["generation"] == generation
+            ):
+                return server
+            return None
+
+        result: dict[str, Any] = self.wait_for(check, f"{name} {state}")
+        return result
+
+    def stop(self) -> str:
+        """Stop it (SIGTERM, then SIGKILL); its stderr. Once only: the streams close."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr is None or self.proc.stderr.closed:
+            return ""
+        return self.proc.communicate()[1]

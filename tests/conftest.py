@@ -253,3 +253,23 @@ class LoopThread:
 def logged_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
     """What was logged with a traceback (name: message), which must never happen."""
     return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
+
+
+@pytest.fixture
+def headless(tmp_path: Path) -> Iterator[Any]:
+    """Start ``mcp-tray run --headless`` subprocesses (a config, a home); all stopped after."""
+    from core.supervision.sweep import sweep_leftovers
+    from tests.cli_support import Headless  # it imports this module
+
+    started: list[Headless] = []
+
+    def start(config: dict[str, Any], home: Path | None = None) -> Headless:
+        instance = Headless(home or tmp_path / "home", config)
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        instance.stop()
+    # Whatever a SIGKILLed instance left behind must not outlive the test.
+    sweep_leftovers()

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +38,10 @@ from core.settings.paths import Paths, default_paths
 from core.settings.runtime import RuntimeInfo
 from core.settings.secrets import KEYRING_SERVICE
 from core.supervision.run import START_TIMEOUT_SECONDS
-from core.supervision.sweep import sweep_leftovers
-from tests.cli_support import run_mcp_tray, run_python
-from tests.conftest import ECHO, GRANDCHILD, python_server, wait_until_sync
+from tests.cli_support import cli, home_env, run_mcp_tray, run_python
+from tests.conftest import ECHO, GRANDCHILD, python_server
 from tests.conftest import process_alive as alive
 from tests.fake_keyring import FileKeyring
-
-#: keyring's backend that is never usable: the token falls back to its file.
-NO_KEYRING = "keyring.backends.fail.Keyring"
-
-
-def home_env(home: Path) -> dict[str, str]:
-    """Our environment, with mcp-tray's home at ``home`` and no OS keyring."""
-    return dict(os.environ, MCP_TRAY_HOME=str(home), PYTHON_KEYRING_BACKEND=NO_KEYRING)
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
@@ -66,95 +56,6 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
-
-
-def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return run_mcp_tray(home_env(home), *args, timeout=timeout)
-
-
-class Headless:
-    def __init__(self, home: Path, config: dict[str, Any]) -> None:
-        self.home = home
-        self.config_path = home / "test-config.json"
-        home.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(json.dumps(config))
-        self.paths: Paths = default_paths({"MCP_TRAY_HOME": str(home)})
-        env = home_env(home)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "core.cli.main",
-                "run",
-                "--headless",
-                "--config",
-                str(self.config_path),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def wait_for(self, predicate: Any, what: str, timeout: float = 30) -> Any:
-        def check() -> Any:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"mcp-tray exited early: {self.proc.communicate()}")
-            return predicate()
-
-        return wait_until_sync(check, what=what, timeout=timeout)
-
-    def status(self) -> dict[str, Any]:
-        result = cli(self.home, "status", "--json")
-        assert result.returncode == 0, result.stderr
-        data: dict[str, Any] = json.loads(result.stdout)
-        return data
-
-    def wait_state(self, name: str, state: str, generation: int | None = None) -> dict[str, Any]:
-        def check() -> dict[str, Any] | None:
-            result = cli(self.home, "status", "--json")
-            if result.returncode == 3:  # not up yet (or a stale runtime file)
-                return None
-            assert result.returncode == 0, result.stderr
-            servers: list[dict[str, Any]] = json.loads(result.stdout)["servers"]
-            server = next(s for s in servers if s["name"] == name)
-            if server["state"] == state and (
-                generation is None or server["generation"] == generation
-            ):
-                return server
-            return None
-
-        result: dict[str, Any] = self.wait_for(check, f"{name} {state}")
-        return result
-
-    def stop(self) -> str:
-        """Stop it (SIGTERM, then SIGKILL); its stderr. Once only: the streams close."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr is None or self.proc.stderr.closed:
-            return ""
-        return self.proc.communicate()[1]
-
-
-@pytest.fixture
-def headless(tmp_path: Path) -> Iterator[Any]:
-    started: list[Headless] = []
-
-    def start(config: dict[str, Any], home: Path | None = None) -> Headless:
-        instance = Headless(home or tmp_path / "home", config)
-        started.append(instance)
-        return instance
-
-    yield start
-    for instance in started:
-        instance.stop()
-    # Whatever a SIGKILLed instance left behind must not outlive the test.
-    sweep_leftovers()
 
 
 @pytest.mark.parametrize(
@@ -507,7 +408,7 @@ def test_a_start_that_ends_parked_says_parked_and_why_and_exits_1(headless: Any)
 
 def test_the_wait_after_a_start_is_bounded_and_then_prints_the_state(headless: Any) -> None:
     # Never answers its handshake: "starting" until the start timeout (60 s).
-    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    silent = {"command": sys.executable, "args": ["-c", "import signal; signal.pause()"]}
     tray = headless({"mcpServers": {"silent": silent}})
     tray.wait_state("silent", "starting")
 

@@ -291,7 +291,7 @@ async def test_requests_without_the_token_or_from_foreign_origins_are_refused(
 
 
 def test_nothing_listens_on_a_non_loopback_address_in_a_running_tray(tmp_path: Path) -> None:
-    from tests.test_cli import Headless
+    from tests.cli_support import Headless
 
     tray = Headless(tmp_path / "home", {"mcpServers": {}})
     try:

@@ -8,15 +8,13 @@ exceptions nobody looked at.
 
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from core.settings.paths import Paths
-from core.supervision.sweep import sweep_leftovers
+from tests.cli_support import cli
 from tests.conftest import (
     CRASH_AT_START,
     ECHO,
@@ -24,9 +22,8 @@ from tests.conftest import (
     python_server,
     wait_ready,
     wait_until,
-    wait_until_sync,
 )
-from tests.gateway_support import REPO, Services, http_client, text
+from tests.gateway_support import Services, http_client, text
 
 
 def save(paths: Paths, servers: dict[str, object]) -> None:
@@ -74,77 +71,44 @@ async def test_shutdown_stops_per_session_children_of_sessions_still_open(
         assert service.supervisor.private == {}
 
 
-def test_no_task_exception_goes_unretrieved_in_the_trays_output(tmp_path: Path) -> None:
+def test_no_task_exception_goes_unretrieved_in_the_trays_output(
+    headless: Any, tmp_path: Path
+) -> None:
     """Crash-looping servers and a server killed mid-call print nothing asyncio had to guess at."""
-    home = tmp_path / "home"
-    home.mkdir()
-    config = home / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "mcpServers": {
-                    "crashing": python_server(CRASH_AT_START),
-                    "missing": {"command": str(tmp_path / "no-such-program")},
-                    "echo": python_server(ECHO),
-                }
+    tray = headless(
+        {
+            "mcpServers": {
+                "crashing": python_server(CRASH_AT_START),
+                "missing": {"command": str(tmp_path / "no-such-program")},
+                "echo": python_server(ECHO),
             }
-        )
-    )
-    env = dict(os.environ, MCP_TRAY_HOME=str(home), PYTHONPATH=str(REPO))
-    tray = subprocess.Popen(
-        [sys.executable, "-m", "core.cli.main", "run", "--headless", "--config", str(config)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
+        }
     )
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "core.cli.main", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-        )
-
-    def servers() -> dict[str, dict[str, object]]:
-        result = cli("status", "--json")
+    def servers() -> dict[str, dict[str, Any]]:
+        result = cli(tray.home, "status", "--json")
         if result.returncode != 0:
             return {}
         return {s["name"]: s for s in json.loads(result.stdout)["servers"]}
-
-    def states() -> dict[str, object]:
-        return {name: s["state"] for name, s in servers().items()}
 
     def crash_looped() -> bool:
         now = servers()
         return (
             bool(now)
             # Three children died during their handshake (one line each, before the fix).
-            and int(str(now["crashing"]["generation"])) >= 3
+            and int(now["crashing"]["generation"]) >= 3
             and now["missing"]["state"] == "parked"
             and now["echo"]["state"] == "ready"
         )
 
-    try:
-        wait_until_sync(crash_looped, what="a crash loop under way and echo ready", timeout=60)
-        # A call whose child dies under it, twice (the second time, a new child).
-        for _ in range(2):
-            cli("call", "echo", "crash", "{}")
-            wait_until_sync(lambda: states().get("echo") == "ready", what="echo back")
-    finally:
-        tray.send_signal(signal.SIGTERM)
-        try:
-            _, stderr = tray.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            tray.kill()
-            _, stderr = tray.communicate()
-        sweep_leftovers()
+    tray.wait_for(crash_looped, "a crash loop under way and echo ready", timeout=60)
+    # A call whose child dies under it, twice (the second time, a new child).
+    for generation in (2, 3):
+        cli(tray.home, "call", "echo", "crash")
+        tray.wait_state("echo", "ready", generation=generation)
+    stderr = tray.stop()
 
-    assert tray.returncode == 0, stderr
+    assert tray.proc.returncode == 0, stderr
     assert "never retrieved" not in stderr, stderr
     assert "Traceback" not in stderr, stderr
-    assert not [p for p in psutil.Process().children(recursive=True) if p.pid != tray.pid]
+    assert not [p for p in psutil.Process().children(recursive=True) if p.pid != tray.proc.pid]

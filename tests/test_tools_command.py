@@ -1,6 +1,6 @@
 """``mcp-tray tools NAME [--json]`` and ``GET /api/v1/servers/{name}/tools``; ``run --minimized``.
 
-Strategy: a real headless tray in a subprocess (test_cli's ``headless``
+Strategy: a real headless tray in a subprocess (the ``headless``
 fixture) running tests/servers/echo.py, asked through the real CLI; the
 rows are the window's own (core.supervision.offer). ``--minimized`` is
 checked at the seam core's CLI hands the GUI: a recording launcher.
@@ -15,11 +15,11 @@ import pytest
 from core.cli.main import main as cli_main
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
+from tests.cli_support import cli
 from tests.conftest import ECHO, python_server
-from tests.test_cli import cli, headless  # noqa: F401 - the fixture
 
 
-def test_tools_lists_the_real_servers_tools_with_the_retry_mark(headless: Any) -> None:  # noqa: F811
+def test_tools_lists_the_real_servers_tools_with_the_retry_mark(headless: Any) -> None:
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
     tray.wait_state("echo", "ready")
 

@@ -11,11 +11,8 @@ error naming mcp-tray, and the bridge is still there for the next try.
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,6 @@ from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.runtime import running_instance
-from core.supervision.sweep import sweep_leftovers
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
 from tests.gateway_support import REPO, bridge_client, bridge_env, text
 
@@ -136,58 +132,19 @@ async def test_a_ping_while_the_tray_is_away_is_answered_by_the_bridge(trays: Tr
 # ------------------------------------------------------- a tray SIGKILLed
 
 
-class HeadlessTray:
-    """``mcp-tray run --headless`` as a subprocess (on the test's MCP_TRAY_HOME)."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self, config: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.cli.main", "run", "--headless", "--config", str(config)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-        )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture
-def headless(tray_home: Paths) -> Iterator[HeadlessTray]:
-    tray = HeadlessTray()
-    yield tray
-    tray.stop()
-    sweep_leftovers()
-
-
 async def test_a_bridge_client_survives_the_tray_being_sigkilled_and_started_again(
-    tray_home: Paths, headless: HeadlessTray
+    tray_home: Paths, headless: Any
 ) -> None:
-    config = tray_home.config_file
-    write_config(tray_home)
-    headless.start(config)
+    home = tray_home.state_dir.parent  # the bridge's MCP_TRAY_HOME too
+    config = {"gateway": ANY_PORT, "mcpServers": {"echo": python_server(ECHO)}}
+    first = headless(config, home)
     first_port = await wait_until(lambda: port_now(tray_home), what="the tray up", timeout=30)
     async with bridge_client(tray_home, "echo", env=BRIDGE_ENV) as client:
         assert text(await client.call_tool("echo", {"text": "one"})) == "one"
 
-        headless.kill()
-        headless.start(config)
+        first.proc.kill()
+        first.proc.wait(timeout=10)
+        headless(config, home)
         await wait_until(
             lambda: port_now(tray_home) not in (None, first_port),
             what="the new tray up",
