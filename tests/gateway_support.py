@@ -45,6 +45,18 @@ def text(result: Any) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
+async def worker_rows(service: TrayService, session: str) -> list[dict[str, Any]]:
+    """The registry rows of a client session, freshly read."""
+    assert service.workers is not None
+    await service.workers.refresh()
+    return [row for row in service.workers_json() if row["session_id"] == session]
+
+
+async def worker_row(service: TrayService, session: str) -> dict[str, Any]:
+    """A client session's one registry row, freshly read ({} when it has none)."""
+    return next(iter(await worker_rows(service, session)), {})
+
+
 class Services:
     def __init__(self, paths: Paths) -> None:
         self.paths = paths

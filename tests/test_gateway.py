@@ -15,9 +15,8 @@ from mcp.client.session import IncomingMessage
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from core.base.states import ServerState
-from core.serving.service import TrayService
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
-from tests.gateway_support import REPO, Services, bridge_client, http_client, text
+from tests.gateway_support import REPO, Services, bridge_client, http_client, text, worker_row
 
 FRAGILE = REPO / "resources" / "demo" / "fragile_server.py"
 
@@ -215,17 +214,13 @@ async def test_the_bridge_worker_row_lives_while_it_runs_and_goes_when_it_exits(
         first_beat = row["last_heartbeat_at"]
 
         async def beat_seen() -> bool:
-            return bool((await _row(service, "sess-1")).get("last_heartbeat_at") != first_beat)
+            return bool(
+                (await worker_row(service, "sess-1")).get("last_heartbeat_at") != first_beat
+            )
 
         await wait_until(beat_seen, what="a heartbeat", timeout=10)
 
-    assert await _row(service, "sess-1") == {}
-
-
-async def _row(service: TrayService, session: str) -> dict[str, Any]:
-    """The registry row of a session, freshly read."""
-    await service.workers.refresh()  # type: ignore[union-attr]
-    return next((r for r in service.workers_json() if r["session_id"] == session), {})
+    assert await worker_row(service, "sess-1") == {}
 
 
 async def test_a_second_bridge_for_the_same_session_fences_the_first(

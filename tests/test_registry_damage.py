@@ -19,7 +19,7 @@ from core.registry.records import ROLE_BRIDGE, Registration
 from core.registry.store import WorkerRegistry
 from core.registry.worker_watch import WorkerWatch
 from tests.conftest import ECHO, python_server, wait_ready, wait_until
-from tests.gateway_support import Services, bridge_client
+from tests.gateway_support import Services, bridge_client, worker_rows
 
 PAGE = 4096
 
@@ -144,13 +144,7 @@ async def test_a_running_bridge_registers_again_when_the_registry_is_deleted(
     path = service.paths.registry_file
 
     async def rows() -> list[str]:
-        assert service.workers is not None
-        await service.workers.refresh()
-        return [
-            r["worker_identity"]
-            for r in service.workers_json()
-            if r["session_id"] == "sess-deleted"
-        ]
+        return [row["worker_identity"] for row in await worker_rows(service, "sess-deleted")]
 
     async with bridge_client(service.paths, "echo", env=env) as client:
         await client.call_tool("echo", {"text": "x"})

@@ -27,11 +27,12 @@ from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.runtime import running_instance
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
-from tests.gateway_support import REPO, bridge_client, bridge_env, text
+from tests.gateway_support import REPO, bridge_client, bridge_env, text, worker_row
 
 #: Every start on a new free port: the bridge must find the tray wherever it went.
 ANY_PORT = {"port": 0}
-BRIDGE_ENV = {"MCP_TRAY_CLIENT": "cursor", "MCP_TRAY_CLIENT_SESSION": "restart-1"}
+SESSION = "restart-1"
+BRIDGE_ENV = {"MCP_TRAY_CLIENT": "cursor", "MCP_TRAY_CLIENT_SESSION": SESSION}
 
 
 def write_config(paths: Paths) -> None:
@@ -69,13 +70,6 @@ async def trays(tray_home: Paths) -> AsyncIterator[Trays]:
     await holder.stop()
 
 
-async def worker_row(service: TrayService) -> dict[str, Any]:
-    assert service.workers is not None
-    await service.workers.refresh()
-    rows = [r for r in service.workers_json() if r["session_id"] == "restart-1"]
-    return rows[0] if rows else {}
-
-
 async def test_a_bridge_client_survives_a_tray_restart_on_a_new_port(
     trays: Trays, tmp_path: Path
 ) -> None:
@@ -83,7 +77,7 @@ async def test_a_bridge_client_survives_a_tray_restart_on_a_new_port(
     errlog = (tmp_path / "bridge.err").open("w+")
     async with bridge_client(trays.paths, "echo", errlog=errlog, env=BRIDGE_ENV) as client:
         assert text(await client.call_tool("echo", {"text": "one"})) == "one"
-        identity = (await worker_row(first))["worker_identity"]
+        identity = (await worker_row(first, SESSION))["worker_identity"]
         old_port = first.info.port if first.info else None
 
         await trays.stop()
@@ -93,7 +87,7 @@ async def test_a_bridge_client_survives_a_tray_restart_on_a_new_port(
         # Same client session, no restart of anything on the client's side.
         assert text(await client.call_tool("echo", {"text": "two"})) == "two"
         # The new tray sees the bridge as the same worker, live.
-        row = await worker_row(second)
+        row = await worker_row(second, SESSION)
         assert row["worker_identity"] == identity and row["live"]
         # And it is a session of the new tray, under the client's name.
         assert [s["client_name"] for s in second.sessions_json()] == ["cursor"]
