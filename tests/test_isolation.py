@@ -53,6 +53,7 @@ class Seen:
 
     name: str
     roots: list[str] = field(default_factory=list)
+    roots_asked: int = 0
     sampled: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     notifications: list[tuple[str, Any]] = field(default_factory=list)
@@ -67,6 +68,7 @@ class Seen:
         )
 
     async def list_roots(self, context: Any) -> ListRootsResult:
+        self.roots_asked += 1
         return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
 
     async def logging(self, params: LoggingMessageNotificationParams) -> None:
@@ -194,23 +196,38 @@ async def test_the_server_logs_at_the_most_verbose_level_a_live_session_asked_fo
     services: Services, tmp_path: Path
 ) -> None:
     async with chatty_pair(services, tmp_path) as (_, log, client_a, a, client_b, b):
+        await client_a.subscribe_resource("chatty://a")
         await client_a.set_logging_level("warning")
         await client_b.set_logging_level("debug")
         await client_a.set_logging_level("error")  # B still wants debug: nothing to tell
         levels = [e["level"] for e in heard(log) if e["event"] == "setLevel"]
         assert levels == ["warning", "debug"]
-        # A set a level, so it hears B's logs at or above it, and only those.
         await client_b.call_tool("log", {"level": "info", "text": "info of B"})
         await client_b.call_tool("log", {"level": "critical", "text": "critical of B"})
-        await wait_until(lambda: a.logs == ["critical of B"], what="A to hear the critical one")
+        # The marker on A's stream, after anything of B's that could have reached it.
+        await client_b.call_tool("touch", {"uri": "chatty://a"})
+        await wait_until(lambda: a.updated() == ["chatty://a"], what="A's marker")
 
     assert b.logs == ["info of B", "critical of B"]
+    # A set a level: no licence to hear B's logs, at any level.
+    assert a.logs == []
 
 
-async def test_roots_are_the_callers_own(services: Services, tmp_path: Path) -> None:
-    async with chatty_pair(services, tmp_path) as (_, _, client_a, _, client_b, _):
-        assert text(await client_a.call_tool("roots", {})) == "file:///a"
-        assert text(await client_b.call_tool("roots", {})) == "file:///b"
+async def test_a_shared_child_gets_no_sessions_roots_while_two_share_it_and_warns_once(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (service, _, client_a, _, client_b, _):
+        with pytest.raises(MCPError) as refused_a:
+            await client_a.call_tool("roots", {})
+        with pytest.raises(MCPError) as refused_b:
+            await client_b.call_tool("roots", {})
+
+    for refused in (refused_a, refused_b):
+        assert '"sharing": "per-workspace"' in str(refused.value)
+        assert '"sharing": "per-session"' in str(refused.value)
+    warnings = [w for w in service.warnings_json() if w["subject"] == "chatty"]
+    assert [w["family"] for w in warnings] == ["shared-roots"]
+    assert "per-workspace" in warnings[0]["fix"]
 
 
 async def test_a_server_request_outside_any_call_goes_to_the_only_session_else_fails_closed(
@@ -262,12 +279,23 @@ async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
             what="the server to list A's roots again",
         )
         async with http_client(service, "chatty", **b.kwargs()) as client_b:
-            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            # B joined: the server is told its roots changed, asks, and gets nobody's.
+            await wait_until(
+                lambda: any(e["event"] == "roots-failed" for e in heard(log)),
+                what="the server to ask again and be refused",
+            )
             before = len(heard(log))
             await client_b.send_roots_list_changed()  # not passed on: two sessions share it
             # A round trip through the same pipe: a passed-on notification came first.
             await client_b.call_tool("slow", {"seconds": 0})
             assert [e for e in heard(log)[before:] if e["event"].startswith("roots")] == []
+        # B left: A is the only one again, and the server gets A's roots once more.
+        await wait_until(
+            lambda: heard(log)[-1] == {"event": "roots", "uris": ["file:///a"]},
+            what="the server to list A's roots after B left",
+        )
+
+    assert b.roots_asked == 0
 
 
 async def test_a_child_that_speaks_only_2024_11_05_is_presented_as_2024_11_05(

@@ -45,6 +45,7 @@ from core.protocol.headers import (
     SEQUENCE_HEADER,
     SESSION_HEADER,
     TRAY_STOPPING_REASON,
+    decode_headers,
 )
 from core.protocol.jsonrpc import (
     BATCH_PROTOCOL_VERSIONS,
@@ -301,7 +302,7 @@ class StreamableHttp:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = decode_headers(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
         version = headers.get(PROTOCOL_HEADER)

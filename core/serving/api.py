@@ -16,7 +16,7 @@ able to drive mcp-tray through DNS rebinding).
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
@@ -166,6 +166,10 @@ class ControlTarget(Protocol):
 
     def raise_window(self) -> bool: ...
 
+    async def call_tool(
+        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+    ) -> dict[str, Any]: ...
+
 
 def control_routes(target: ControlTarget) -> list[BaseRoute]:
     supervisor = target.supervisor
@@ -217,9 +221,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
                 "bad-request",
             )
         try:
-            result = await supervisor.call_tool(
-                name, body["tool"], arguments, timeout=float(timeout)
-            )
+            result = await target.call_tool(name, body["tool"], arguments, float(timeout))
         except UnknownServer as exc:
             return _error(404, str(exc), "unknown-server")
         except CallError as exc:

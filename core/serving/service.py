@@ -15,7 +15,7 @@ import dataclasses
 import errno
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,7 +45,6 @@ from core.settings.paths import Paths
 from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
 from core.settings.secrets import load_or_create_token, resolve_env
 from core.supervision.run import Timing
-from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor, Views
 
 logger = logging.getLogger(__name__)
@@ -202,9 +201,6 @@ class TrayService:
 
     # ------------------------------------------------------ gateway hooks
 
-    def private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
-        return self.supervisor.add_private(shared.config, session_id)
-
     def session_opened(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_opened(session)
@@ -212,6 +208,19 @@ class TrayService:
     def session_closed(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_closed(session)
+
+    def worker_alive(self, identity: str) -> bool | None:
+        """Whether a bridge's worker row is live (None: no registry to ask)."""
+        if self.workers is None or self.workers.registry is None:
+            return None
+        row = next((r for r in self.workers.rows if r.get("worker_identity") == identity), None)
+        return row is not None and row.get("status") == "live"
+
+    async def call_tool(
+        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+    ) -> dict[str, Any]:
+        """A tool call of mcp-tray's own (the command line): through the gateway's pipeline."""
+        return await self.gateway.pipeline.own_call(name, tool, arguments, timeout)
 
     # ------------------------------------------------------------ HTTP
 
