@@ -15,19 +15,16 @@ for a legacy client.
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CreateMessageResult, ElicitResult, InputRequiredResult, TextContent
 
 from core.serving.service import TrayService
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
-from tests.gateway_support import REPO, Services, bridge_env, text
+from tests.gateway_support import Services, sdk_bridge, sdk_client, text
 
 LEGACY = SERVERS / "legacy_2024.py"
 MODERN_ENVELOPE = {
@@ -59,37 +56,19 @@ async def tray(services: Services) -> TrayService:
     return service
 
 
-@contextlib.asynccontextmanager
-async def http(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {service.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as client:
-        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=client)
-        async with Client(
-            transport,
-            mode=mode,
-            sampling_callback=sampling,
-            elicitation_callback=elicitation,
-            cache=None,
-        ) as session:
-            yield session
+CALLBACKS: dict[str, Any] = {"sampling_callback": sampling, "elicitation_callback": elicitation}
 
 
-@contextlib.asynccontextmanager
-async def bridged(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "core.cli.main", "connect", server],
-        env=bridge_env(service.paths),
-        cwd=str(REPO),
-    )
-    async with Client(
-        params,
-        mode=mode,
-        sampling_callback=sampling,
-        elicitation_callback=elicitation,
-        cache=None,
-    ) as session:
-        yield session
+def http(
+    service: TrayService, server: str, mode: str
+) -> contextlib.AbstractAsyncContextManager[Client]:
+    return sdk_client(service, server, mode, **CALLBACKS)
+
+
+def bridged(
+    service: TrayService, server: str, mode: str
+) -> contextlib.AbstractAsyncContextManager[Client]:
+    return sdk_bridge(service.paths, server, mode, **CALLBACKS)
 
 
 def era(session: Client) -> str:

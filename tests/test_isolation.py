@@ -11,99 +11,21 @@ would have arrived before the marker.
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from mcp import ClientSession, MCPError
-from mcp.types import (
-    CreateMessageResult,
-    ListRootsResult,
-    LoggingMessageNotificationParams,
-    Root,
-    TextContent,
-)
 
 from core.serving.service import TrayService
-from tests.conftest import SERVERS, python_server, wait_ready, wait_until
+from tests.conftest import python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client, text
+from tests.isolation_support import LEGACY, Seen, chatty, heard
 
 # Subscriptions, logging levels and roots are the handshake era's: the SDK
 # warns that 2026-07-28 removed them, which is why these tests exist.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
-
-CHATTY = SERVERS / "chatty.py"
-LEGACY = SERVERS / "legacy_2024.py"
-
-
-def chatty(log: Path) -> dict[str, Any]:
-    # Pinned to the handshake era: its tools ask the client the old way (a
-    # server->client request on the pipe), which the stateless era has no
-    # room for; there, input requests are part of the call's own result.
-    return python_server(CHATTY, CHATTY_LOG=str(log)) | {"protocol": "handshake"}
-
-
-@dataclass
-class Seen:
-    """What one client session received from the server, in order."""
-
-    name: str
-    roots: list[str] = field(default_factory=list)
-    roots_asked: int = 0
-    sampled: list[str] = field(default_factory=list)
-    logs: list[str] = field(default_factory=list)
-    notifications: list[tuple[str, Any]] = field(default_factory=list)
-
-    async def sampling(self, context: Any, params: Any) -> CreateMessageResult:
-        question = params.messages[0].content.text
-        self.sampled.append(question)
-        return CreateMessageResult(
-            role="assistant",
-            content=TextContent(type="text", text=f"{self.name} answers {question}"),
-            model="fake",
-        )
-
-    async def list_roots(self, context: Any) -> ListRootsResult:
-        self.roots_asked += 1
-        return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
-
-    async def logging(self, params: LoggingMessageNotificationParams) -> None:
-        self.logs.append(str(params.data))
-
-    async def messages(self, message: Any) -> None:
-        if isinstance(message, Exception):
-            return
-        root = getattr(message, "root", message)
-        params = getattr(root, "params", None)
-        self.notifications.append((root.method, getattr(params, "uri", None)))
-
-    def updated(self) -> list[str]:
-        return [
-            str(uri)
-            for method, uri in self.notifications
-            if method == "notifications/resources/updated"
-        ]
-
-    def kwargs(self, *, sampling: bool = True) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "list_roots_callback": self.list_roots,
-            "logging_callback": self.logging,
-            "message_handler": self.messages,
-        }
-        if sampling:
-            kwargs["sampling_callback"] = self.sampling
-        return kwargs
-
-
-def heard(log: Path) -> list[dict[str, Any]]:
-    """What chatty recorded: what reached the server, and the answers it got."""
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 @contextlib.asynccontextmanager
@@ -155,6 +77,28 @@ async def test_a_server_request_during_calls_of_two_sessions_fails_closed_and_wa
     assert [e["question"] for e in refused] == ["q2"]
     warnings = [w for w in service.warnings_json() if w["family"] == "ambiguous-request"]
     assert len(warnings) == 1 and warnings[0]["subject"] == "chatty"
+
+
+async def test_a_request_made_after_its_call_returned_never_reaches_another_sessions_call(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
+        b_task = asyncio.ensure_future(client_b.call_tool("slow", {"seconds": 1.0}))
+        await wait_until(
+            lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
+            what="B's call in flight",
+        )
+        # A's tool returns at once and asks the client's model later, outside any call,
+        # while B's call is in flight: it is not B's, and B must not be asked.
+        assert text(await client_a.call_tool("ask_later", {"question": "A's", "delay": 0.3}))
+        await wait_until(
+            lambda: any(e["event"] == "sampling-failed" for e in heard(log)), what="the refusal"
+        )
+        assert text(await b_task) == "slept 1.0"
+
+    assert a.sampled == [] and b.sampled == []
+    refusal = next(e for e in heard(log) if e["event"] == "sampling-failed")
+    assert refusal["question"] == "A's" and "cannot tell which client session" in refusal["error"]
 
 
 async def test_an_idle_session_receives_none_of_another_sessions_logs_or_resource_updates(

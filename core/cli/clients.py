@@ -21,6 +21,7 @@ from typing import Any, Final
 from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import ConfigError, SnippetError
 from core.cli.desktop_entry import launcher_argv
+from core.protocol.headers import IDENTITY_HEADER
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
 
@@ -78,7 +79,9 @@ def client_snippet(
                 )
             # The MCP Inspector rewrites any URL that does not end in /mcp.
             path = f"/{name}/mcp" if client == "inspector" else f"/mcp/{name}"
-            entry = {"url": http_url + path, "headers": {"Authorization": f"Bearer {token}"}}
+            # The identity header names the client in the tray's Sessions (core.serving.identity).
+            headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: CLIENT_NAMES[client]}
+            entry = {"url": http_url + path, "headers": headers}
             if client in ENTRY_TYPES:
                 entry = {"type": ENTRY_TYPES[client][1], **entry}
         entries[name] = entry

@@ -85,6 +85,9 @@ SESSION_REAP_INTERVAL_SECONDS: Final = 60.0
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 #: How long a server->client request waits for the client's answer.
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
+#: How long a request not tied to a call waits for the client to open its GET stream
+#: (a client opens it right after initialize; until then there is nowhere to send it).
+STREAM_WAIT_SECONDS: Final = 5.0
 #: A numbered message waits at most this long for the ones before it.
 SEQUENCE_GAP_SECONDS: Final = 10.0
 #: The first revision whose SSE streams carry event ids and a priming event.
@@ -148,6 +151,7 @@ class HttpSession:
         self._client_requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._stream_opened = asyncio.Event()
         self._next_seq = 1
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._streams = itertools.count(1)
@@ -194,9 +198,12 @@ class HttpSession:
             if via is not None:
                 via.related(message)
             elif not self.post(message):
-                raise RpcError(
-                    INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
-                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stream_opened.wait(), STREAM_WAIT_SECONDS)
+                if not self.post(message):
+                    raise RpcError(
+                        INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
+                    )
             return await asyncio.wait_for(future, CLIENT_REQUEST_TIMEOUT_SECONDS)
         except TimeoutError:
             raise RpcError(INTERNAL_ERROR, f"the client did not answer {method!r}") from None
@@ -531,6 +538,7 @@ class StreamableHttp:
             return
         stream: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         session._stream = stream
+        session._stream_opened.set()
         await start_sse(send, {SESSION_HEADER: session.id})
         disconnected = asyncio.ensure_future(wait_disconnect(receive))
         try:
@@ -564,6 +572,7 @@ class StreamableHttp:
             disconnected.cancel()
             if session._stream is stream:
                 session._stream = None
+                session._stream_opened.clear()
             session.last_active = time.monotonic()
 
 

@@ -21,6 +21,7 @@ so a session moves between children (a workspace whose roots changed) in
 one place.
 """
 
+import contextlib
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -214,7 +215,8 @@ class Pipeline:
         seat.share.leave(seat.member, self.spawn)
         server = seat.server
         placement = self.placement
-        if placement.made(server) and not any(s.server is server for s in self._seats.values()):
+        others = [s for s in self._seats.values() if s is not seat and s.server is server]
+        if placement.made(server) and not others:
             placement.retire(server)
 
     async def server_for(self, request: Request, member: Member) -> ManagedServer:
@@ -301,23 +303,26 @@ class Pipeline:
         session = client.session
         seat = self._seats.get(session.id)
         if seat is None:
-            session.roots = None
+            session.roots = None  # asked again when they matter
             return
         server = seat.server
-        sharing = server.config.sharing
-        if sharing == "shared":
+        if server.config.sharing == "shared":
             # The child asks for roots outside any call: only its one session can answer.
             if server.routing.attached == [member.key]:
                 await server.notify_upstream("notifications/roots/list_changed", None)
             return
+        # Asking the client now would wait on the very client that waits for this
+        # notification to be taken: the session learns its roots right after.
+        self.spawn(self._relearn_roots(client, member, seat))
+
+    async def _relearn_roots(self, client: Client, member: Member, seat: Seat) -> None:
+        session = client.session
+        session.roots = None
         if client.ask is not None:
-            try:
+            with contextlib.suppress(RpcError):
                 session.roots = roots_in(await client.ask("roots/list", None))
-            except RpcError:
-                session.roots = None
-        else:
-            session.roots = None
-        if sharing == "per-workspace":
+        server = seat.server
+        if server.config.sharing == "per-workspace":
             if session.roots is not None:
                 request = Request(client, "roots/list", {}, _NoReply(), None)
                 await self.server_for(request, member)  # the matching workspace's child
