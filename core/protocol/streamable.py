@@ -270,9 +270,12 @@ class StreamableHttp:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         stateless: StatelessHandler | None = None,
+        adopt: Callable[[str, Scope], HttpSession | None] | None = None,
     ) -> None:
         self._factory = handler_factory
         self._stateless = stateless
+        #: Brings back a session this endpoint does not hold (one of a previous tray's).
+        self._adopt = adopt
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, HttpSession] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -312,6 +315,10 @@ class StreamableHttp:
         headers = decode_headers(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
+        if session is None and session_id and self._adopt is not None:
+            session = self._adopt(session_id, scope)
+            if session is not None:
+                self.sessions[session.id] = session
         version = headers.get(PROTOCOL_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             if self._stateless is not None:

@@ -12,6 +12,7 @@ sessions that share a child is core.serving.fanout's and the router's
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from starlette.responses import JSONResponse
@@ -24,6 +25,7 @@ from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from core.serving.handshake import HandshakeSession
 from core.serving.identity import REAP_SECONDS, StatelessClients
 from core.serving.pipeline import Hooks, Pipeline
+from core.serving.session_store import SessionStore
 from core.serving.sessions import SessionTable
 from core.serving.stateless import StatelessEndpoint
 from core.supervision.supervisor import Supervisor
@@ -55,6 +57,7 @@ class Gateway:
         sessions: SessionTable,
         owner: GatewayOwner,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        sessions_file: Path | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.sessions = sessions
@@ -66,6 +69,9 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.pipeline = Pipeline(supervisor, sessions, owner, self.spawn)
         self.stateless = StatelessClients(self.pipeline, owner.worker_alive)
+        #: Handshake-era sessions kept for the next tray, and the previous tray's to adopt
+        #: (read by the service once it holds the instance lock).
+        self.store = SessionStore(sessions_file)
         self._housekeeping: asyncio.Task[None] | None = None
 
     async def aclose(self) -> None:
@@ -74,6 +80,7 @@ class Gateway:
         self.pipeline.parking.aclose()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
+        self.store.flush()
         # Closing the sessions started their own clean-up (a per-session
         # child's stop, an unsubscribe): let it finish rather than cut it,
         # within the time the stop contract itself needs.
@@ -98,6 +105,7 @@ class Gateway:
                 lambda http, scope: self._connect(name, http, scope),
                 max_body_bytes=self.max_body_bytes,
                 stateless=StatelessEndpoint(self.pipeline, self.stateless, name),
+                adopt=lambda session_id, scope: self._adopt(name, session_id),
             )
             endpoint.start()
             self._endpoints[name] = endpoint
@@ -107,7 +115,17 @@ class Gateway:
 
     def _connect(self, name: str, http: HttpSession, scope: Scope) -> HandshakeSession:
         headers = decode_headers(scope["headers"])
-        return HandshakeSession.open(self.pipeline, name, http, headers, self.connections)
+        return HandshakeSession.open(
+            self.pipeline, name, http, headers, self.connections, self.store
+        )
+
+    def _adopt(self, name: str, session_id: str) -> HttpSession | None:
+        """A previous tray's session of this server, brought back the first time its id returns."""
+        saved = self.store.adopt(name, session_id)
+        if saved is None:
+            return None
+        logger.info("adopted session %s of %s from the previous mcp-tray", session_id, name)
+        return HandshakeSession.adopt(self.pipeline, saved, self.connections, self.store).http
 
     async def _tidy(self) -> None:
         """Parked calls past their time, and stateless sessions whose client went, go."""

@@ -324,7 +324,7 @@ class Pipeline:
         server = seat.server
         if server.config.sharing == "per-workspace":
             if session.roots is not None:
-                request = Request(client, "roots/list", {}, _NoReply(), None)
+                request = Request(client, "roots/list", {}, NoReply(), None)
                 await self.server_for(request, member)  # the matching workspace's child
             return
         # Its own child asks again, and is answered from the session's new roots.
@@ -339,7 +339,7 @@ class Pipeline:
         await started(base)
         server = base
         if base.config.sharing == "shared":
-            request = Request(client, "initialize", {}, _NoReply(), None)
+            request = Request(client, "initialize", {}, NoReply(), None)
             server = await self.server_for(request, member)  # it hears list_changed from now on
         catalog = server.catalog
         info = dict(catalog.server_info) or {"name": base.name, "version": "unknown"}
@@ -523,8 +523,8 @@ class _Attached:
         return answer
 
 
-class _NoReply:
-    """A request of mcp-tray's own making: nothing travels with it."""
+class NoReply:
+    """The reply of a request of mcp-tray's own making (a seat to find): nothing rides it."""
 
     progress_token = None
 

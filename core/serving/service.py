@@ -39,6 +39,7 @@ from core.serving.http_guard import (
 )
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
+from core.serving.session_store import SESSIONS_FILE
 from core.serving.sessions import ClientSession, SessionTable
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
@@ -80,6 +81,7 @@ class TrayService:
             self.sessions,
             self,
             config.gateway.max_body_bytes,
+            sessions_file=paths.state_dir / SESSIONS_FILE,
         )
         self._metrics = Metrics(
             SnapshotCollector(
@@ -130,6 +132,8 @@ class TrayService:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
         self.instance = Instance.acquire(self.paths)
         try:
+            # The previous tray's sessions: only the instance holding the lock may read them.
+            await asyncio.to_thread(self.gateway.store.load)
             # Bound before any child starts, so a port problem is known (and
             # listed) from the first snapshot on; the lookup of who holds a
             # taken port reads /proc, hence the thread.

@@ -21,6 +21,7 @@ from core.base.errors import ConnectionLost, RpcError, SpawnError
 from core.base.snapshot import AlertKind, Event, EventKind
 from core.base.states import ServerState
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY
+from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
 from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
@@ -216,7 +217,11 @@ class RunLoop:
                         run,
                         f"{describe_returncode(child.returncode)} during the handshake ({detail})",
                     )
-                    if isinstance(failure, RpcError) and server.config.protocol != "auto":
+                    if (
+                        isinstance(failure, RpcError)
+                        and failure.code != REQUEST_TIMEOUT
+                        and server.config.protocol != "auto"
+                    ):
                         # It answered, and refused the era it is pinned to: starting
                         # it again would only be refused again.
                         server.park(
