@@ -78,6 +78,7 @@ class Gateway:
         if self._housekeeping is not None:
             self._housekeeping.cancel()
         self.pipeline.parking.aclose()
+        self.pipeline.placement.aclose()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
         self.store.flush()

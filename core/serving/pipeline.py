@@ -217,7 +217,7 @@ class Pipeline:
         placement = self.placement
         others = [s for s in self._seats.values() if s is not seat and s.server is server]
         if placement.made(server) and not others:
-            placement.retire(server)
+            placement.unused(server, lambda: any(s.server is server for s in self._seats.values()))
 
     async def server_for(self, request: Request, member: Member) -> ManagedServer:
         """The child that serves this request's session (seated there from now on)."""

@@ -42,6 +42,9 @@ FIRST_START_WAIT_SECONDS: Final = 10.0
 HANDSHAKE: Final = "handshake"
 #: The entry's own child.
 BASE: Final = ""
+#: A child made for an era outlives its last session this long (clients of that
+#: era come and go: each would otherwise pay for a cold start).
+ERA_CHILD_LINGER_SECONDS: Final = 60.0
 
 
 async def first_start(server: ManagedServer) -> None:
@@ -80,8 +83,12 @@ class Placement:
         self._children: dict[tuple[str, str], ManagedServer] = {}
         #: What each child was made from (a config edit replaces it).
         self._made_from: dict[str, tuple[object, ...]] = {}
-        #: Entries whose server refused the handshake era (their clients are translated).
-        self._modern_only: set[str] = set()
+        #: Entries whose server refused the handshake era (their clients are
+        #: translated), as configured when it did (an edit asks again).
+        self._modern_only: dict[str, tuple[object, ...]] = {}
+        #: Children made for an era (they linger when unused), and the waits.
+        self._era_children: set[str] = set()
+        self._lingering: set[asyncio.Task[None]] = set()
 
     def base(self, name: str) -> ManagedServer:
         return self.supervisor.server(name)
@@ -92,7 +99,7 @@ class Placement:
             not modern
             and askable
             and base.config.protocol == "auto"
-            and base.name not in self._modern_only
+            and self._modern_only.get(base.name) != base.config.launch_key()
         )
 
     async def child(
@@ -133,7 +140,7 @@ class Placement:
         )
         if own_era and refused_era(made):
             # It will not speak the handshake era: its clients are translated from now on.
-            self._modern_only.add(base.name)
+            self._modern_only[base.name] = base.config.launch_key()
             self.retire(made)
             return await self.child(
                 base,
@@ -163,6 +170,8 @@ class Placement:
         child.routing.roots_source = roots_source
         self._children[(base.name, key)] = child
         self._made_from[child.name] = base.config.launch_key()
+        if key == f"{BASE}/{HANDSHAKE}":
+            self._era_children.add(child.name)
         child.start()
         if protocol is not None:
             # Whether it speaks the era is known only once it answered.
@@ -173,14 +182,31 @@ class Placement:
         """A child of this placement's (not an entry's own)."""
         return server.name in self._made_from
 
+    def unused(self, child: ManagedServer, in_use: Callable[[], bool]) -> None:
+        """No session sits on ``child`` any more: it goes (an era's child after a while)."""
+        if child.name not in self._era_children:
+            self.retire(child)
+            return
+
+        async def linger() -> None:
+            await asyncio.sleep(ERA_CHILD_LINGER_SECONDS)
+            if not in_use():
+                self.retire(child)
+
+        task = asyncio.ensure_future(linger())
+        self._lingering.add(task)
+        task.add_done_callback(self._lingering.discard)
+
+    def aclose(self) -> None:
+        """At shutdown nothing lingers (the supervisor stops every child)."""
+        for task in self._lingering:
+            task.cancel()
+
     def retire(self, child: ManagedServer) -> None:
         """Stop a child made here and forget it."""
         for key, found in list(self._children.items()):
             if found is child:
                 del self._children[key]
+        self._era_children.discard(child.name)
         if self._made_from.pop(child.name, None) is not None:
             self._spawn(self.supervisor.retire_private(child))
-
-    def entry_changed(self, name: str) -> None:
-        """The entry was edited: whether its server speaks the handshake era is asked again."""
-        self._modern_only.discard(name)
