@@ -6,12 +6,15 @@ notification that reached it. ``heard`` reads what chatty.py recorded of
 what reached the server.
 """
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp import ClientSession
 from mcp.types import (
+    CallToolResult,
     CreateMessageResult,
     ListRootsResult,
     LoggingMessageNotificationParams,
@@ -19,7 +22,9 @@ from mcp.types import (
     TextContent,
 )
 
-from tests.conftest import SERVERS, python_server
+from core.serving.service import TrayService
+from tests.conftest import SERVERS, python_server, wait_ready, wait_until
+from tests.gateway_support import Services
 
 CHATTY = SERVERS / "chatty.py"
 LEGACY = SERVERS / "legacy_2024.py"
@@ -89,3 +94,27 @@ def heard(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+async def start_chatty(
+    services: Services, tmp_path: Path, **entry: str
+) -> tuple[TrayService, Path]:
+    """A tray whose one server is chatty.py (``entry`` adds keys: sharing...), once ready."""
+    log = tmp_path / "chatty.jsonl"
+    env = {k: v for k, v in entry.items() if k.startswith("CHATTY_")}
+    keys = {k: v for k, v in entry.items() if not k.startswith("CHATTY_")}
+    service = await services.start({"chatty": chatty(log, **env) | keys})
+    await wait_ready(service.supervisor.server("chatty"))
+    return service, log
+
+
+async def slow_call_in_flight(
+    service: TrayService, client: ClientSession
+) -> "asyncio.Future[CallToolResult]":
+    """chatty's ``slow`` tool (1 s), once the tray has it in flight."""
+    task = asyncio.ensure_future(client.call_tool("slow", {"seconds": 1.0}))
+    await wait_until(
+        lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
+        what="the slow call in flight",
+    )
+    return task

@@ -9,7 +9,6 @@ the same FIFO stream, never by waiting: a message the gateway had passed on
 would have arrived before the marker.
 """
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from mcp import ClientSession, MCPError
 from core.serving.service import TrayService
 from tests.conftest import python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client, text
-from tests.isolation_support import LEGACY, Seen, chatty, heard
+from tests.isolation_support import LEGACY, Seen, heard, slow_call_in_flight, start_chatty
 
 # Subscriptions, logging levels and roots are the handshake era's: the SDK
 # warns that 2026-07-28 removed them, which is why these tests exist.
@@ -32,9 +31,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 async def chatty_pair(
     services: Services, tmp_path: Path, *, b_sampling: bool = True
 ) -> AsyncIterator[tuple[TrayService, Path, ClientSession, Seen, ClientSession, Seen]]:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         async with http_client(service, "chatty", **b.kwargs(sampling=b_sampling)) as client_b:
@@ -58,11 +55,7 @@ async def test_a_server_request_during_calls_of_two_sessions_fails_closed_and_wa
 ) -> None:
     async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
         # B's call is in flight when A's call asks the client's model.
-        b_task = asyncio.ensure_future(client_b.call_tool("slow", {"seconds": 1.0}))
-        await wait_until(
-            lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
-            what="B's call in flight",
-        )
+        b_task = await slow_call_in_flight(service, client_b)
         with pytest.raises(MCPError) as refused_call:
             await client_a.call_tool("ask_after", {"question": "q2", "delay": 0.05})
         assert text(await b_task) == "slept 1.0"
@@ -83,11 +76,7 @@ async def test_a_request_made_after_its_call_returned_never_reaches_another_sess
     services: Services, tmp_path: Path
 ) -> None:
     async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
-        b_task = asyncio.ensure_future(client_b.call_tool("slow", {"seconds": 1.0}))
-        await wait_until(
-            lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
-            what="B's call in flight",
-        )
+        b_task = await slow_call_in_flight(service, client_b)
         # A's tool returns at once and asks the client's model later, outside any call,
         # while B's call is in flight: it is not B's, and B must not be asked.
         assert text(await client_a.call_tool("ask_later", {"question": "A's", "delay": 0.3}))
@@ -177,9 +166,7 @@ async def test_a_shared_child_gets_no_sessions_roots_while_two_share_it_and_warn
 async def test_a_server_request_outside_any_call_goes_to_the_only_session_else_fails_closed(
     services: Services, tmp_path: Path
 ) -> None:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A"), Seen("B")
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         await client_a.call_tool("ask_later", {"question": "alone", "delay": 0.0})
@@ -212,9 +199,7 @@ async def test_a_server_request_the_client_never_declared_gets_method_not_found(
 async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
     services: Services, tmp_path: Path
 ) -> None:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         await client_a.send_roots_list_changed()

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client, ClientSession
 
 from core.serving.service import TrayService
-from tests.conftest import wait_ready, wait_until
+from tests.conftest import wait_until
 from tests.gateway_support import (
     Services,
     bridge_client,
@@ -27,18 +27,14 @@ from tests.gateway_support import (
     sdk_client,
     text,
 )
-from tests.isolation_support import Seen, chatty, heard
+from tests.isolation_support import Seen, heard, start_chatty
 
 # Roots are deprecated at 2026-07-28 (the SDK warns); they are what is tested here.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 
 async def tray(services: Services, tmp_path: Path, sharing: str) -> tuple[TrayService, Path]:
-    log = tmp_path / "chatty.jsonl"
-    config = chatty(log, CHATTY_ROOTS_AT_START="1") | {"sharing": sharing}
-    service = await services.start({"chatty": config})
-    await wait_ready(service.supervisor.server("chatty"))
-    return service, log
+    return await start_chatty(services, tmp_path, CHATTY_ROOTS_AT_START="1", sharing=sharing)
 
 
 def roots_events(log: Path) -> list[dict[str, Any]]:

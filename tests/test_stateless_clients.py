@@ -30,7 +30,7 @@ from tests.gateway_support import (
     text,
     worker_rows,
 )
-from tests.isolation_support import LEGACY, Seen, chatty, heard
+from tests.isolation_support import LEGACY, Seen, heard, start_chatty
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -147,9 +147,7 @@ async def test_a_retry_on_a_new_connection_finds_its_parked_call(services: Servi
 async def test_an_abandoned_parked_call_never_blocks_another_sessions_sampling(
     services: Services, tmp_path: Path
 ) -> None:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     parked = await modern_post(
         service,
         "chatty",

@@ -147,26 +147,20 @@ class Supervisor:
         shared server that asks for roots (one of each per server)."""
         found = []
         for server in self.all_servers():
-            if server.isolation_warning is not None:
-                found.append(
-                    WarningSnapshot(
-                        family="ambiguous-request",
-                        subject=server.name,
-                        message=server.isolation_warning,
-                        fix=f'set "sharing": "per-session" on {server.name!r}',
-                        text=f"ambiguous-request: {server.isolation_warning}",
+            for family, message, mode in (
+                ("ambiguous-request", server.isolation_warning, "per-session"),
+                ("shared-roots", server.roots_warning, "per-workspace"),
+            ):
+                if message is not None:
+                    found.append(
+                        WarningSnapshot(
+                            family=family,
+                            subject=server.name,
+                            message=message,
+                            fix=f'set "sharing": "{mode}" on {server.name!r}',
+                            text=f"{family}: {message}",
+                        )
                     )
-                )
-            if server.roots_warning is not None:
-                found.append(
-                    WarningSnapshot(
-                        family="shared-roots",
-                        subject=server.name,
-                        message=server.roots_warning,
-                        fix=f'set "sharing": "per-workspace" on {server.name!r}',
-                        text=f"shared-roots: {server.roots_warning}",
-                    )
-                )
         return tuple(found)
 
     def snapshot(self) -> TraySnapshot:
