@@ -84,6 +84,19 @@ def peer_process(port: int, candidates: list[int]) -> Process | None:
     return None
 
 
+def _label(headers: Mapping[str, str], envelope: Envelope) -> str:
+    """What a direct HTTP client calls itself: its snippet's identity header, else its clientInfo."""
+    return headers.get(IDENTITY_HEADER) or str(
+        (envelope.client_info or {}).get("name") or "unknown"
+    )
+
+
+def _identity(process: Process | None, headers: Mapping[str, str], envelope: Envelope) -> str:
+    if process is not None:
+        return f"pid {process[0]} {process[1]:.3f}"
+    return f"client {_label(headers, envelope)}"
+
+
 def process_alive(process: Process) -> bool:
     pid, started = process
     try:
@@ -149,19 +162,36 @@ class StatelessClients:
         #: (client host, port) -> the process holding that connection.
         self._peers: dict[tuple[str, int], Process | None] = {}
 
+    def known(
+        self, name: str, envelope: Envelope, scope: Scope, headers: Mapping[str, str]
+    ) -> StatelessSession | None:
+        """The session of a client already seen on this connection (no lookup, no wait)."""
+        bridge = headers.get(WORKER_HEADER)
+        if bridge:
+            identity = f"bridge {bridge}"
+        else:
+            peer = scope.get("client")
+            if not peer or (peer[0], int(peer[1])) not in self._peers:
+                return None
+            process = self._peers[(peer[0], int(peer[1]))]
+            identity = _identity(process, headers, envelope)
+        seated = self._sessions.get((name, identity))
+        if seated is None or seated.session.closed:
+            return None
+        seated.last_seen = self._clock()
+        return seated
+
     async def session_for(
         self, name: str, envelope: Envelope, scope: Scope, headers: Mapping[str, str]
     ) -> StatelessSession:
         bridge = headers.get(WORKER_HEADER)
-        label = headers.get(IDENTITY_HEADER) or str(
-            (envelope.client_info or {}).get("name") or "unknown"
-        )
+        label = _label(headers, envelope)
         process: Process | None = None
         if bridge:
             identity = f"bridge {bridge}"
         else:
             process = await self._process(scope)
-            identity = f"pid {process[0]} {process[1]:.3f}" if process else f"client {label}"
+            identity = _identity(process, headers, envelope)
         key = (name, identity)
         seated = self._sessions.get(key)
         if seated is None or seated.session.closed:

@@ -31,6 +31,7 @@ from core import __version__
 from core.base.errors import CallError, RpcError, SessionTripped, UpstreamError
 from core.protocol.eras import (
     HEADER_MISMATCH,
+    INPUT_REQUIRED,
     INPUT_REQUIRED_METHODS,
     LATEST_MODERN_VERSION,
     MODERN_PROTOCOL_VERSIONS,
@@ -224,8 +225,11 @@ class Pipeline:
         client = request.client
         session = client.session
         base = self.placement.base(session.server)
+        seat = self._seats.get(session.id)
+        sharing = base.config.sharing
         roots = None
-        if base.config.sharing != "shared":
+        source = None
+        if sharing != "shared":
             try:
                 roots = await self._roots(request)
             except _RootsNeeded:
@@ -233,17 +237,15 @@ class Pipeline:
                     raise
                 # Only these may answer input_required: the rest is the entry's own child's.
                 return base
+            source = _roots_source(session if sharing == "per-session" else tuple(roots))
         server = await self.placement.child(
             base,
             session=session.id,
             modern=client.modern,
             askable=client.askable,
             roots=[str(root.get("uri")) for root in roots or ()],
-            roots_source=_roots_source(
-                session if base.config.sharing == "per-session" else tuple(roots or ())
-            ),
+            roots_source=source,
         )
-        seat = self._seats.get(session.id)
         if seat is not None and seat.server is server:
             return server
         if seat is not None:
@@ -252,6 +254,15 @@ class Pipeline:
         self._seats[session.id] = Seat(server, share, member)
         share.join(member, _Attached(self, client))
         return server
+
+    def _stays(self, seat: Seat, client: Client) -> bool:
+        """A shared entry's own child keeps serving its session: nothing to decide."""
+        server = seat.server
+        return (
+            server.config.sharing == "shared"
+            and self.supervisor.servers.get(client.session.server) is server
+            and not self.placement.wants_own_era(server, client.modern, client.askable)
+        )
 
     # ------------------------------------------------------------- roots
 
@@ -390,8 +401,13 @@ class Pipeline:
             request.params = self._take_roots_answer(request)
         elif method == "ping":
             return {}
+        seat = self._seats.get(client.session.id)
         try:
-            server = await self.server_for(request, member)
+            server = (
+                seat.server
+                if seat is not None and self._stays(seat, client)
+                else await self.server_for(request, member)
+            )
         except _RootsNeeded:
             return self._ask_roots(request, self.placement.base(client.session.server))
         catalog = server.catalog
@@ -436,7 +452,7 @@ class Pipeline:
             return await self._share_request(request, server, caller)
         if not client.modern:
             result = await server.request(method, params, caller)
-            if server.catalog.modern:
+            if result.get("resultType") == INPUT_REQUIRED:
                 result = await fulfil(server, method, params, result, caller)
             return result
         # No session stream: the call's own stream carries its log lines.
@@ -484,7 +500,7 @@ class Pipeline:
         params = {"name": tool, "arguments": dict(arguments)}
         caller = Caller(timeout=timeout)
         result = await server.request("tools/call", params, caller)
-        if server.catalog.modern:
+        if result.get("resultType") == INPUT_REQUIRED:
             try:
                 result = await fulfil(server, "tools/call", params, result, caller)
             except RpcError as exc:

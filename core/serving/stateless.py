@@ -18,7 +18,6 @@ from typing import Any, Final
 from starlette.types import Scope
 
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY, Envelope
-from core.protocol.headers import decode_headers
 from core.protocol.stateless import StatelessContext
 from core.serving.fanout import Share
 from core.serving.identity import StatelessClients
@@ -87,9 +86,11 @@ class StatelessEndpoint:
         params: Mapping[str, Any],
         envelope: Envelope,
         scope: Scope,
+        headers: Mapping[str, str],
     ) -> dict[str, Any]:
-        headers = decode_headers(scope["headers"])
-        seated = await self.clients.session_for(self.name, envelope, scope, headers)
+        seated = self.clients.known(self.name, envelope, scope, headers)
+        if seated is None:
+            seated = await self.clients.session_for(self.name, envelope, scope, headers)
         client = Client(
             seated.session,
             modern=True,

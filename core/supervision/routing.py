@@ -137,7 +137,10 @@ class Routing:
 
     def close_call(self, call_id: int) -> None:
         self._calls.pop(call_id, None)
-        self.settle()
+        if not self._calls:
+            self._window.clear()  # the common case: nothing else was in flight
+        else:
+            self.settle()
 
     def settle(self) -> None:
         """Forget who called once nothing is in flight (a waiting call asks nothing)."""
