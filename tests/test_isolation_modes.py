@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, ClientSession
+from mcp import Client, ClientSession, MCPError
 
 from core.serving.service import TrayService
 from tests.conftest import wait_until
@@ -171,3 +171,23 @@ async def test_a_session_whose_roots_change_moves_to_the_matching_workspace(
     assert before != b_pid
     assert after == b_pid
     assert roots == "file:///two"
+
+
+async def test_a_tripped_session_of_a_per_session_server_gets_no_child_of_its_own(
+    services: Services,
+) -> None:
+    service = await services.start(
+        {"ghost": {"command": "mcp-tray-no-such-command", "sharing": "per-session"}}
+    )
+    async with http_client(service, "ghost") as client:
+        for _ in range(3):
+            assert (await client.call_tool("anything", {})).is_error  # its child parks
+        await wait_until(lambda: not service.supervisor.private, what="its child retired")
+        tripped = await client.call_tool("anything", {})
+        with pytest.raises(MCPError) as listing:
+            await client.list_tools()
+        spawned = dict(service.supervisor.private)  # while the session is still open
+
+    assert text(tripped).startswith("⚠️ This session has failed 3 times in a row")
+    assert "⚠️ This session has failed 3 times in a row" in str(listing.value)
+    assert spawned == {}  # nothing was spawned for it

@@ -134,6 +134,8 @@ class Gateway:
             await asyncio.sleep(HOUSEKEEPING_SECONDS)
             self.pipeline.parking.expire()
             self.stateless.expire()
+            # A crash must not make an active session look idle to the next tray.
+            self.store.flush(only_if_changed=True)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -162,6 +162,10 @@ def checked_ask(client: Client, ask: ClientAsk | None) -> ClientAsk | None:
     return put
 
 
+async def _never() -> dict[str, Any]:
+    raise AssertionError("a tripped session's request is never sent")  # pragma: no cover
+
+
 class _RootsNeeded(Exception):
     """A 2026-07-28 client must be asked for its roots before its request can be placed."""
 
@@ -401,6 +405,11 @@ class Pipeline:
             request.params = self._take_roots_answer(request)
         elif method == "ping":
             return {}
+        if client.session.tripped:
+            # Answered at once with the reset hint: nothing is placed, spawned or sent for it.
+            base = self.placement.base(client.session.server)
+            refused = await guarded(self.sessions, client.session, method, _never)
+            return encode(refused, method, client.modern, base.catalog)
         seat = self._seats.get(client.session.id)
         try:
             server = (

@@ -68,6 +68,8 @@ class SessionStore:
         self._saved: dict[str, SavedSession] = {}
         #: Sessions of the previous tray, not adopted yet.
         self._adoptable: dict[str, SavedSession] = {}
+        #: A session's activity not yet written (written with the next change or flush).
+        self._dirty = False
 
     def load(self, now: float | None = None) -> None:
         """Read what the previous tray left; what is idle past its time is dropped."""
@@ -106,11 +108,15 @@ class SessionStore:
         saved = self._saved.get(session_id)
         if saved is not None:
             saved.last_active = last_active
+            self._dirty = True
 
-    def flush(self) -> None:
-        self._write()
+    def flush(self, *, only_if_changed: bool = False) -> None:
+        """Write now (the housekeeping's ``only_if_changed`` writes when activity was seen)."""
+        if not only_if_changed or self._dirty:
+            self._write()
 
     def _write(self) -> None:
+        self._dirty = False
         if self.path is None:
             return
         rows = [asdict(s) for s in (*self._adoptable.values(), *self._saved.values())]
