@@ -22,7 +22,6 @@ one place.
 """
 
 import contextlib
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -49,9 +48,10 @@ from core.protocol.jsonrpc import (
 from core.serving.fanout import CallMember, Member, Share
 from core.serving.placement import Placement, started
 from core.serving.request import REQUIRED_CAPABILITY, Client, ClientAsk, Request
+from core.serving.roots import RootsQuestions, roots_in, roots_source
 from core.serving.sessions import ClientSession, SessionTable
-from core.serving.translate import STATE_PREFIX, Parking, encode, fulfil, input_required
-from core.supervision.routing import Caller, RootsSource
+from core.serving.translate import Parking, encode, fulfil
+from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 
@@ -68,9 +68,6 @@ DEFAULT_CAPABILITIES: Final = {"tools": {"listChanged": True}}
 SHARE_METHODS: Final = frozenset(
     {"resources/subscribe", "resources/unsubscribe", "logging/setLevel"}
 )
-#: The input request (and ``requestState``) mcp-tray uses to learn a 2026-07-28 client's roots.
-ROOTS_QUESTION: Final = "mcp-tray-roots"
-ROOTS_STATE: Final = f"{STATE_PREFIX}roots."
 
 
 class Hooks(Protocol):
@@ -186,8 +183,8 @@ class Pipeline:
         self.parking = Parking()
         self._shares: dict[int, Share] = {}
         self._seats: dict[str, Seat] = {}
-        #: Open ``requestState`` tokens of roots questions, by the session they were put to.
-        self._roots_questions: dict[str, str] = {}
+        #: Roots questions put to 2026-07-28 clients, waiting for their retries.
+        self.roots_questions = RootsQuestions()
 
     # ------------------------------------------------------------ sessions
 
@@ -241,7 +238,7 @@ class Pipeline:
                     raise
                 # Only these may answer input_required: the rest is the entry's own child's.
                 return base
-            source = _roots_source(session if sharing == "per-session" else tuple(roots))
+            source = roots_source(session if sharing == "per-session" else tuple(roots))
         server = await self.placement.child(
             base,
             session=session.id,
@@ -287,31 +284,6 @@ class Pipeline:
         answer = await ask("roots/list", None)
         session.roots = roots_in(answer)
         return session.roots
-
-    def _take_roots_answer(self, request: Request) -> Mapping[str, Any]:
-        """A 2026-07-28 retry answering mcp-tray's roots question: the roots, kept;
-        the request, as the client first sent it."""
-        params = request.params
-        state = params.get("requestState")
-        if not (isinstance(state, str) and state.startswith(ROOTS_STATE)):
-            return params
-        session = request.client.session
-        if self._roots_questions.pop(state, None) != session.id:
-            raise RpcError(
-                INVALID_PARAMS,
-                "Invalid or expired requestState: mcp-tray did not ask this client session "
-                "for its roots; send the request again without requestState",
-                {"reason": "invalid_request_state"},
-            )
-        responses = params.get("inputResponses")
-        answer = responses.get(ROOTS_QUESTION) if isinstance(responses, dict) else None
-        session.roots = roots_in(answer if isinstance(answer, dict) else {})
-        return {k: v for k, v in params.items() if k not in ("requestState", "inputResponses")}
-
-    def _ask_roots(self, request: Request, server: ManagedServer) -> dict[str, Any]:
-        token = ROOTS_STATE + secrets.token_urlsafe(24)
-        self._roots_questions[token] = request.client.session.id
-        return input_required({ROOTS_QUESTION: {"method": "roots/list"}}, token, server.catalog)
 
     async def roots_changed(self, client: Client, member: Member) -> None:
         """The client says its roots changed (a handshake-era ``roots/list_changed``)."""
@@ -402,7 +374,7 @@ class Pipeline:
                 return await self.discover(client.session.server)
             if method in REMOVED_IN_MODERN:
                 raise RpcError(METHOD_NOT_FOUND, f"{method!r} is not part of MCP 2026-07-28")
-            request.params = self._take_roots_answer(request)
+            request.params = self.roots_questions.take(request.params, client.session)
         elif method == "ping":
             return {}
         if client.session.tripped:
@@ -418,7 +390,8 @@ class Pipeline:
                 else await self.server_for(request, member)
             )
         except _RootsNeeded:
-            return self._ask_roots(request, self.placement.base(client.session.server))
+            base = self.placement.base(client.session.server)
+            return self.roots_questions.ask(client.session, base.catalog)
         catalog = server.catalog
         if method in LIST_METHODS and not request.params.get("cursor") and catalog.known:
             client.session.requests += 1
@@ -558,27 +531,6 @@ class NoReply:
 
     async def progress(self, params: Mapping[str, Any]) -> None:
         pass
-
-
-def _roots_source(of: ClientSession | tuple[dict[str, Any], ...]) -> RootsSource:
-    """Where a child made for one session (its roots as they are now) or one workspace
-    (the roots it was made for) gets its ``roots/list`` answered."""
-
-    async def answer() -> dict[str, Any]:
-        roots = of.roots if isinstance(of, ClientSession) else of
-        return {"roots": [dict(root) for root in roots or ()]}
-
-    return answer
-
-
-def roots_in(answer: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """The roots of a ``roots/list`` answer (whatever is malformed is left out)."""
-    roots = answer.get("roots")
-    if not isinstance(roots, list):
-        return ()
-    return tuple(
-        dict(root) for root in roots if isinstance(root, dict) and isinstance(root.get("uri"), str)
-    )
 
 
 def _check_param_headers(tool: Mapping[str, Any] | None, request: Request) -> None:
