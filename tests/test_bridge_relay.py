@@ -360,7 +360,7 @@ async def test_a_ping_while_the_gateway_is_away_is_answered_by_the_bridge() -> N
         await relay.aclose()
 
 
-async def test_a_stdin_line_that_is_not_json_gets_a_parse_error_with_id_null_and_is_not_posted() -> (
+async def test_a_stdin_line_that_is_not_json_or_holds_nan_gets_a_parse_error_with_id_null_and_is_not_posted() -> (
     None
 ):
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
@@ -368,14 +368,14 @@ async def test_a_stdin_line_that_is_not_json_gets_a_parse_error_with_id_null_and
 
     async with relay_to(answer) as (relay, gateway, out):
         relay.submit(b"this is not json\n")
-        assert await out.line() == {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {
-                "code": -32700,
-                "message": "Parse error: the bridge got a line that is not JSON",
-            },
-        }
+        relay.submit(b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}\n')
+        for why in ("Expecting value", "NaN is not JSON"):
+            said = await out.line()
+            assert said["id"] is None and said["error"]["code"] == -32700
+            assert said["error"]["message"].startswith(
+                "Parse error: the bridge got a line that is not JSON"
+            )
+            assert why in said["error"]["message"]
         await relay.aclose()
         assert gateway.requests == []
 

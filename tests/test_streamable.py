@@ -32,6 +32,7 @@ from core.protocol.jsonrpc import (
     dumps,
 )
 from core.protocol.streamable import HttpSession, RequestContext, StreamableHttp
+from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from tests.conftest import wait_until
 
 PROMPT = 5.0
@@ -487,6 +488,82 @@ async def test_numbered_messages_are_dispatched_in_the_order_of_their_numbers(
     )
 
     assert (await cancel.reply()).status == 202
+    assert handler.cancelled
+    assert (await waiting.reply()).body == b""
+
+
+@pytest.mark.parametrize(
+    ("version", "body", "status"),
+    [
+        ("2025-06-18", b"[]", 400),
+        ("2025-06-18", b"42", 400),
+        ("2025-06-18", b'{"jsonrpc": "2.0", "id": NaN, "method": "echo"}', 400),
+        ("2025-06-18", b"not json", 400),
+        ("2025-06-18", b" " * (DEFAULT_MAX_BODY_BYTES + 1), 413),
+        ("2025-06-18", dumps(initialize_message()), 400),
+        ("2025-03-26", b"[]", 400),
+        ("2025-03-26", dumps([request("echo", 5), request("echo", 6)]), 200),
+    ],
+    ids=[
+        "batch-2025-06-18",
+        "a-number",
+        "nan-id",
+        "not-json",
+        "too-large",
+        "initialize-again",
+        "empty-batch-2025-03-26",
+        "batch-2025-03-26",
+    ],
+)
+async def test_a_numbered_message_answered_without_dispatch_never_holds_up_the_next(
+    gateway: Gateway, version: str, body: bytes, status: int
+) -> None:
+    session = await gateway.initialize(version)
+
+    odd = await gateway.post(body=body, session=session, headers={"x-mcp-tray-seq": "1"})
+    # Well within the 10 s a missing number is waited for (every wait here is 5 s).
+    following = await gateway.post(
+        request("echo", 9), session=session, headers={"x-mcp-tray-seq": "2"}
+    )
+
+    assert odd.status == status
+    assert following.status == 200 and following.json()["id"] == 9
+
+
+async def test_a_refused_numbered_message_still_waits_its_turn_so_later_ones_keep_their_order(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    handler = gateway.handlers[session]
+    # Arriving in the order 2, 3, 1: the refusal (2) must not let the
+    # cancellation (3) overtake the request it cancels (1).
+    refused = gateway.exchange("POST", 42, session=session, headers={"x-mcp-tray-seq": "2"})
+    cancel = gateway.exchange(
+        "POST",
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
+        session=session,
+        headers={"x-mcp-tray-seq": "3"},
+    )
+    waiting = gateway.exchange(
+        "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
+    )
+
+    assert (await refused.reply()).status == 400
+    assert (await cancel.reply()).status == 202
+    assert handler.cancelled
+    assert (await waiting.reply()).body == b""
+
+
+async def test_a_numbered_batch_takes_its_turn_as_one_message(gateway: Gateway) -> None:
+    session = await gateway.initialize("2025-03-26")
+    handler = gateway.handlers[session]
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    batch = gateway.exchange("POST", [cancel], session=session, headers={"x-mcp-tray-seq": "2"})
+    waiting = gateway.exchange(
+        "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
+    )
+
+    assert (await batch.reply()).status == 202
     assert handler.cancelled
     assert (await waiting.reply()).body == b""
 

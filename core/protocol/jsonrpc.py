@@ -9,6 +9,7 @@ the SDK's.
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -46,8 +47,25 @@ ProgressFn = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 def valid_id(value: object) -> bool:
-    """A request id MCP allows: a string or a number (never null, never a bool)."""
-    return isinstance(value, str | int | float) and not isinstance(value, bool)
+    """A request id MCP allows: a string or a number (never null, never a bool, never a
+    float JSON cannot write back, such as ``1e400``, which Python reads as infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+class NotFinite(ValueError):
+    """``NaN`` or ``±Infinity`` in a JSON text: Python's parser accepts them, no JSON peer does."""
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """JSON text, parsed as JSON says: ``NotFinite`` (a ValueError, as for any other
+    text that is not JSON) for ``NaN`` and ``±Infinity``, which could not be written back."""
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise NotFinite(f"{name} is not JSON: numbers must be finite")
 
 
 def dumps(message: Any) -> bytes:

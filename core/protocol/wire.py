@@ -9,7 +9,6 @@ these.
 
 import asyncio
 import itertools
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ from core.protocol.jsonrpc import (
     PARSE_ERROR,
     dumps,
     error_message,
+    loads,
     unparsable_reason,
     unusable,
     valid_id,
@@ -205,7 +205,7 @@ async def read_message(
         )
         return ANSWERED
     try:
-        message = json.loads(body)
+        message = loads(body)
     except (ValueError, RecursionError) as exc:
         await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
         return ANSWERED
