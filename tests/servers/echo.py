@@ -103,6 +103,13 @@ def crash(code: int = 3) -> str:
     os._exit(code)
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+def blob(size: int) -> str:
+    """`size` characters of text with quotes and newlines (which JSON escapes), once: a large result."""
+    line = '{"row": "one line of a large tool result"}\n'
+    return (line * (size // len(line) + 1))[:size]
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def getenv(name: str) -> str:
     """An environment variable of the server process (empty when unset)."""
