@@ -488,3 +488,27 @@ async def test_a_bad_protocol_version_on_a_handshake_session_gets_the_handshake_
     assert error["code"] == -32600  # not the stateless era's -32022
     assert "unsupported MCP-Protocol-Version '2099-01-01'" in error["message"]
     assert "2025-06-18" in error["message"]
+
+
+# ------------------------------------------------------------ large results
+
+
+async def test_a_result_of_several_mebibytes_arrives_whole_over_http_and_through_the_bridge(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    size = 3 * 1024 * 1024  # a dozen slices once JSON escapes its quotes and newlines
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+    bridge = await Bridge.start(echo[0])
+    await bridge.write(initialize(), {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert "result" in await bridge.read()
+
+    reply = await raw.post(call(2, "blob", {"size": size}))
+    await bridge.write(call(3, "blob", {"size": size}))
+    relayed = await bridge.read()
+
+    assert int(reply.headers["content-length"]) == len(reply.content)
+    over_http = reply.json()["result"]["content"][0]["text"]
+    assert len(over_http) == size and over_http.startswith('{"row": ')
+    assert relayed["result"]["content"][0]["text"] == over_http
+    assert await bridge.close() == []

@@ -29,6 +29,7 @@ from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    SLICE_CHARS,
     dumps,
 )
 from core.protocol.streamable import HttpSession, RequestContext, StreamableHttp
@@ -84,6 +85,11 @@ class FakeHandler:
             return {"client_said": answer}
         if method == "boom":
             raise ValueError("kaboom")
+        if method == "large":
+            assert params is not None
+            if params.get("progress"):
+                await ctx.progress({"progressToken": 9, "progress": 1})
+            return {"text": large_text(params["unit"], params["times"])}
         raise RpcError(-32601, f"no method {method}")
 
     async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
@@ -788,6 +794,67 @@ async def test_progress_before_the_answer_turns_the_reply_into_an_sse_stream(
     handler.release.set()
     assert await exchange.event() == {"jsonrpc": "2.0", "id": "p-1", "result": {"done": True}}
     await exchange.end()
+
+
+async def body_parts(exchange: Exchange) -> list[bytes]:
+    """The rest of a reply's body, as the parts the app sent it in."""
+    parts = []
+    more = True
+    while more:
+        part, more = await exchange.body_part()
+        parts.append(part)
+    await asyncio.wait_for(exchange.task, PROMPT)
+    return parts
+
+
+#: Larger than a slice once repeated; JSON escapes some of it, UTF-8 takes several
+#: bytes for some, and a lone surrogate (no client may send one: the handler makes
+#: it from "@") has the whole message go out escaped.
+LARGE_UNITS = ['é "quoted"\n😀 ', "a@"]
+
+
+def large_text(unit: str, times: int) -> str:
+    return unit.replace("@", "\ud800") * times
+
+
+@pytest.mark.parametrize("unit", LARGE_UNITS, ids=["escapes-and-utf-8", "lone-surrogate"])
+async def test_a_large_result_goes_out_in_slices_that_make_exactly_its_json(
+    gateway: Gateway, unit: str
+) -> None:
+    session = await gateway.initialize()
+    times = 3 * SLICE_CHARS // len(unit)
+    exchange = gateway.exchange(
+        "POST", request("large", 3, {"unit": unit, "times": times}), session=session
+    )
+
+    _, headers = await exchange.start()
+    parts = await body_parts(exchange)
+
+    body = b"".join(parts)
+    assert body == dumps({"jsonrpc": "2.0", "id": 3, "result": {"text": large_text(unit, times)}})
+    assert int(headers["content-length"]) == len(body)
+    # Never whole as bytes: no part holds more than a slice's worth.
+    assert len(parts) > 3 and max(map(len, parts)) <= 4 * SLICE_CHARS
+
+
+async def test_a_large_result_on_an_event_stream_goes_out_in_slices_of_one_event(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    unit = LARGE_UNITS[0]
+    times = 3 * SLICE_CHARS // len(unit)
+    params = {"unit": unit, "times": times, "progress": True, "_meta": {"progressToken": "t"}}
+    exchange = gateway.exchange("POST", request("large", 4, params), session=session)
+
+    _, headers = await exchange.start()
+    progress = await exchange.event()
+    parts = await body_parts(exchange)
+
+    assert headers["content-type"] == "text/event-stream"
+    assert progress["method"] == "notifications/progress"
+    answer = dumps({"jsonrpc": "2.0", "id": 4, "result": {"text": large_text(unit, times)}})
+    assert b"".join(parts) == b"event: message\ndata: " + answer + b"\n\n"
+    assert len(parts) > 3 and max(map(len, parts)) <= 4 * SLICE_CHARS
 
 
 async def test_a_2025_11_25_stream_opens_with_a_priming_event_and_numbers_its_events(
