@@ -27,6 +27,7 @@ from core.base.errors import (
     CommandError,
     ConfigError,
     McpTrayError,
+    NotFinite,
     NotRunning,
     RegistryFileError,
 )
@@ -493,7 +494,7 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
-    from core.protocol.jsonrpc import NotFinite, loads
+    from core.protocol.jsonrpc import loads
 
     example = 'pass an object like \'{"text": "hi"}\''
     detail = None

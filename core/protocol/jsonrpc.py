@@ -14,7 +14,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
-from core.base.errors import RpcError
+from core.base.errors import NotFinite, RpcError
 
 #: How deep a client's message may nest arrays and objects. Far beyond any
 #: real tool's arguments, far below where the parser or encoder would recurse
@@ -56,10 +56,6 @@ def valid_id(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, str | int) and not isinstance(value, bool)
-
-
-class NotFinite(ValueError):
-    """``NaN`` or ``±Infinity`` in a JSON text: Python's parser accepts them, no JSON peer does."""
 
 
 def loads(data: str | bytes | bytearray) -> Any:
