@@ -15,7 +15,10 @@ are the paths', not a client library's):
 * modern:  the same endpoint, statelessly: MCP 2026-07-28, the ``_meta``
   envelope and headers on the request, no session;
 * bridge:  JSON-RPC lines to ``mcp-tray connect echo`` (which POSTs them to
-  the gateway) over stdio.
+  the gateway) over stdio;
+* gateway-sse, bridge-sse: as gateway and bridge, but the call carries a
+  progress token and ``blob`` reports progress once before it answers, so
+  the tray's reply is an SSE stream and the result one (large) event.
 
 A call's wall time runs from the request's first byte to the answer parsed
 (``json.loads``) by the client; the text's length is checked after the
@@ -32,7 +35,7 @@ target: within 20 MiB).
 
 Usage:
     python bench/large_results.py [--sizes 1K,64K,1M,10M,50M] [--repeat 3]
-        [--paths direct,gateway,modern,bridge]
+        [--paths direct,gateway,modern,bridge,gateway-sse,bridge-sse]
 """
 
 import argparse
@@ -67,7 +70,7 @@ from core.settings.secrets import read_token
 
 ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
-PATHS: Final = ("direct", "gateway", "modern", "bridge")
+PATHS: Final = ("direct", "gateway", "modern", "bridge", "gateway-sse", "bridge-sse")
 DEFAULT_SIZES: Final = "1K,64K,1M,10M,50M"
 DEFAULT_REPEAT: Final = 3
 MIB: Final = 1024 * 1024
@@ -103,9 +106,15 @@ def human(size: float) -> str:
     return f"{size:.0f} B"
 
 
-def call_message(request_id: int, size: int, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def call_message(
+    request_id: int, size: int, meta: dict[str, Any] | None = None, *, progress: bool = False
+) -> dict[str, Any]:
     params: dict[str, Any] = {"name": "blob", "arguments": {"size": size}}
-    if meta is not None:
+    meta = dict(meta or {})
+    if progress:
+        params["arguments"]["progress"] = True
+        meta["progressToken"] = f"p{request_id}"
+    if meta:
         params["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
@@ -139,12 +148,15 @@ def text_length(answer: Any, request_id: int) -> int:
 class LineClient:
     """A stdio MCP server driven by hand: one JSON line out, lines back until the answer."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, progress: bool) -> None:
         self.process = process
+        self.progress = progress
         self._ids = 0
 
     @classmethod
-    async def start(cls, argv: list[str], env: dict[str, str], log: Any) -> "LineClient":
+    async def start(
+        cls, argv: list[str], env: dict[str, str], log: Any, *, progress: bool = False
+    ) -> "LineClient":
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -154,7 +166,7 @@ class LineClient:
             cwd=ROOT,
             limit=LINE_LIMIT,
         )
-        client = cls(process)
+        client = cls(process, progress)
         await client.send(initialize_message())
         await client.answer(0)
         await client.send(INITIALIZED)
@@ -165,20 +177,24 @@ class LineClient:
         self.process.stdin.write(json.dumps(message).encode() + b"\n")
         await self.process.stdin.drain()
 
-    async def answer(self, request_id: int) -> Any:
+    async def answer(self, request_id: int, *, streamed: bool = False) -> Any:
         assert self.process.stdout is not None
+        progressed = False
         while True:
             line = await self.process.stdout.readline()
             if not line:
                 raise BenchError("the stdio peer closed its stdout")
             message = json.loads(line)
+            progressed |= message.get("method") == "notifications/progress"
             if isinstance(message, dict) and message.get("id") == request_id:
+                if streamed and not progressed:
+                    raise BenchError("no progress came before the answer: not an event stream")
                 return message
 
     async def call(self, size: int) -> Any:
         self._ids += 1
-        await self.send(call_message(self._ids, size))
-        return self._ids, await self.answer(self._ids)
+        await self.send(call_message(self._ids, size, progress=self.progress))
+        return self._ids, await self.answer(self._ids, streamed=self.progress)
 
     async def close(self) -> None:
         if self.process.stdin is not None:
@@ -194,9 +210,10 @@ class LineClient:
 class HttpClient:
     """The tray's ``/mcp/echo`` over HTTP/1.1: a 2025-11-25 session, or 2026-07-28 without one."""
 
-    def __init__(self, url: str, token: str, *, modern: bool) -> None:
+    def __init__(self, url: str, token: str, *, modern: bool, progress: bool = False) -> None:
         self.url = url
         self.modern = modern
+        self.progress = progress
         self.http = httpx.AsyncClient(
             headers={"authorization": f"Bearer {token}", "accept": ACCEPT},
             timeout=httpx.Timeout(CALL_SECONDS),
@@ -231,13 +248,17 @@ class HttpClient:
                 CLIENT_INFO_META_KEY: CLIENT_INFO,
             }
         reply = await self.http.post(
-            self.url, json=call_message(self._ids, size, meta), headers=self.headers
+            self.url,
+            json=call_message(self._ids, size, meta, progress=self.progress),
+            headers=self.headers,
         )
         body = reply.content
-        if reply.headers.get("content-type", "").startswith("text/event-stream"):
-            events = [
-                json.loads(line[5:]) for line in body.splitlines() if line.startswith(b"data:")
-            ]
+        streamed = reply.headers.get("content-type", "").startswith("text/event-stream")
+        if self.progress and not streamed:
+            raise BenchError("a call with progress was not answered with an event stream")
+        if streamed:
+            data = [line[5:] for line in body.splitlines() if line.startswith(b"data:")]
+            events = [json.loads(d) for d in data if d.strip()]  # not the priming event
             return self._ids, next((e for e in events if e.get("id") == self._ids), None)
         return self._ids, json.loads(body)
 
@@ -360,11 +381,17 @@ async def _clients(
             clients[name] = await LineClient.start(
                 [sys.executable, str(ECHO)], dict(os.environ), log
             )
-        elif name == "bridge":
+        elif name.startswith("bridge"):
             argv = [sys.executable, "-m", "core.cli.main", "connect", SERVER]
-            clients[name] = await LineClient.start(argv, tray_env(home), log)
+            progress = name.endswith("-sse")
+            clients[name] = await LineClient.start(argv, tray_env(home), log, progress=progress)
         else:
-            http = HttpClient(f"{url}/mcp/{SERVER}", token, modern=name == "modern")
+            http = HttpClient(
+                f"{url}/mcp/{SERVER}",
+                token,
+                modern=name == "modern",
+                progress=name.endswith("-sse"),
+            )
             clients[name] = await http.open()
     return clients
 
@@ -438,7 +465,7 @@ def report(rows: list[Row], facts: dict[str, Any], argv: list[str], elapsed: flo
     print("Large tool results: direct vs through mcp-tray (one call at a time)")
     print(f"  tray peak RSS: {facts['method']}; resting: RSS once it stops moving")
     header = (
-        f"  {'size':>9} {'path':<8} {'wall p50':>9} {'wall max':>9} "
+        f"  {'size':>9} {'path':<11} {'wall p50':>9} {'wall max':>9} "
         f"{'tray peak':>10} {'rise':>9} {'rise/size':>9} {'rest after':>10}"
     )
     print(header)
@@ -455,7 +482,7 @@ def report(rows: list[Row], facts: dict[str, Any], argv: list[str], elapsed: flo
                 f"{human(max(row.peaks)):>10} {human(max(row.rises)):>9} {ratio:>9.1f} "
                 f"{human(row.resting_after or 0):>10}"
             )
-        print(f"  {human(row.size):>9} {row.path:<8} {wall} {memory}")
+        print(f"  {human(row.size):>9} {row.path:<11} {wall} {memory}")
     drift = facts["end"] - facts["start"]
     print(
         f"  tray resting RSS: {human(facts['start'])} before the first call, "

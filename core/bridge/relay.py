@@ -498,7 +498,13 @@ class Relay:
                 if request_id is None:
                     await self._answer(message, reply.status, body)
                     return
-                if body and reply.status in (200, 400, 404):
+                if body and reply.status == 200:
+                    # The gateway's answer to this very request: passed on unparsed
+                    # (a 50 MB result costs no parse here).
+                    self._learn(request_id, body)
+                    await self.emit(_unless_stopping(body))
+                    return
+                if body and reply.status in (400, 404):
                     parsed = _json_or_none(body)
                     if isinstance(parsed, dict) and parsed.get("id") == request_id:
                         self._learn(request_id, body)
@@ -517,22 +523,33 @@ class Relay:
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
-        buffer = b""
-        data: list[bytes] = []
+        # A large event (a 50 MB result) comes in many chunks: they are gathered
+        # in place and its line is cut once, when its end arrives.
+        pending = bytearray()
+        data: list[bytearray] = []
         async for chunk in reply.chunks():
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for raw in lines:
-                text = raw.rstrip(b"\r")
-                if text.startswith(b"data:"):
-                    data.append(text[5:].lstrip(b" "))
-                elif not text and data:
-                    event = b"\n".join(data)
+            pending += chunk
+            if b"\n" not in chunk:
+                continue
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.endswith(b"\r"):
+                    del line[-1:]
+                if line.startswith(b"data:"):
+                    del line[: 6 if line.startswith(b"data: ") else 5]
+                    data.append(line)
+                elif not line and data:
+                    await self._emit_event(data)
                     data = []
-                    if event.strip():  # a priming event carries no message
-                        await self.emit(_unless_stopping(event))
-        if data and b"\n".join(data).strip():
-            await self.emit(_unless_stopping(b"\n".join(data)))
+        if data:
+            await self._emit_event(data)
+
+    async def _emit_event(self, data: list[bytearray]) -> None:
+        # SSE joins an event's data lines with a newline, which between JSON tokens
+        # is whitespace like a space; and stdout must get the message on one line.
+        event = bytes(data[0]) if len(data) == 1 else b" ".join(data)
+        if event and not event.isspace():  # a priming event carries no message
+            await self.emit(_unless_stopping(event))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""

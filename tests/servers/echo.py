@@ -104,8 +104,11 @@ def crash(code: int = 3) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
-def blob(size: int) -> str:
-    """`size` characters of text with quotes and newlines (which JSON escapes), once: a large result."""
+async def blob(size: int, ctx: Context, progress: bool = False) -> str:
+    """`size` characters of text with quotes and newlines (which JSON escapes), once: a large
+    result; after one progress report if `progress` (a reply over HTTP is then a stream)."""
+    if progress:
+        await ctx.report_progress(1, 1, "almost there")
     line = '{"row": "one line of a large tool result"}\n'
     return (line * (size // len(line) + 1))[:size]
 
