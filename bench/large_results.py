@@ -31,10 +31,12 @@ stopped moving after a call (three equal readings 100 ms apart, at most
 worst peak, the peak's rise over the resting RSS before the call (the
 target: at most 3x the result), and the resting RSS after; then the drift
 of the resting RSS from before the first call to after the last (the
-target: within 20 MiB).
+target: within 20 MiB; the default sizes go up to 50 MiB and down again, so
+the end says whether what the large ones took came back), and the highest
+peak over the resting RSS before the first call.
 
 Usage:
-    python bench/large_results.py [--sizes 1K,64K,1M,10M,50M] [--repeat 3]
+    python bench/large_results.py [--sizes 1K,64K,1M,10M,50M,10M,1M] [--repeat 3]
         [--paths direct,gateway,modern,bridge,gateway-sse,bridge-sse]
 """
 
@@ -56,6 +58,7 @@ import httpx
 import psutil
 from harness import ROOT, spawn_tray, tray_env
 
+from core.base.envvars import CLIENT_SESSION_ENV
 from core.protocol.eras import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -71,7 +74,7 @@ from core.settings.secrets import read_token
 ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
 PATHS: Final = ("direct", "gateway", "modern", "bridge", "gateway-sse", "bridge-sse")
-DEFAULT_SIZES: Final = "1K,64K,1M,10M,50M"
+DEFAULT_SIZES: Final = "1K,64K,1M,10M,50M,10M,1M"
 DEFAULT_REPEAT: Final = 3
 MIB: Final = 1024 * 1024
 UNITS: Final = {"K": 1024, "M": MIB}
@@ -347,6 +350,8 @@ class Row:
     peaks: list[int] = field(default_factory=list)
     rises: list[int] = field(default_factory=list)
     resting_after: int | None = None
+    #: Why a call failed (the path is not called again after that).
+    failure: str | None = None
 
 
 async def _wait_ready(home: Path, tray: asyncio.subprocess.Process) -> tuple[str, str]:
@@ -384,7 +389,10 @@ async def _clients(
         elif name.startswith("bridge"):
             argv = [sys.executable, "-m", "core.cli.main", "connect", SERVER]
             progress = name.endswith("-sse")
-            clients[name] = await LineClient.start(argv, tray_env(home), log, progress=progress)
+            # A client session of its own: a second bridge of one session takes
+            # over the first one's worker row, and the first one exits.
+            env = {**tray_env(home), CLIENT_SESSION_ENV: f"large-results-{name}"}
+            clients[name] = await LineClient.start(argv, env, log, progress=progress)
         else:
             http = HttpClient(
                 f"{url}/mcp/{SERVER}",
@@ -428,18 +436,26 @@ async def measure(
             await _timed(client, 1024)  # warm: every path has served once
         start_resting = await memory.resting()
         rows: list[Row] = []
+        failed: set[str] = set()
         for size in sizes:
             for name, client in clients.items():
+                if name in failed:
+                    continue
                 row = Row(size, name)
-                for _ in range(repeat):
-                    before = await memory.resting()
-                    memory.reset()
-                    row.walls.append(await _timed(client, size))
-                    peak = memory.peak()
-                    row.peaks.append(peak)
-                    row.rises.append(peak - before)
-                row.resting_after = await memory.resting()
                 rows.append(row)
+                try:
+                    for _ in range(repeat):
+                        before = await memory.resting()
+                        memory.reset()
+                        row.walls.append(await _timed(client, size))
+                        peak = memory.peak()
+                        row.peaks.append(peak)
+                        row.rises.append(peak - before)
+                except Exception as exc:  # reported in its row; the other paths go on
+                    memory.peak()
+                    row.failure = f"{type(exc).__name__}: {exc}"[:120]
+                    failed.add(name)
+                row.resting_after = await memory.resting()
         end_resting = await memory.resting()
         facts = {
             "start": start_resting,
@@ -470,7 +486,11 @@ def report(rows: list[Row], facts: dict[str, Any], argv: list[str], elapsed: flo
     )
     print(header)
     worst_ratio = 0.0
+    highest = max((peak for row in rows for peak in row.peaks), default=0)
     for row in rows:
+        if row.failure is not None:
+            print(f"  {human(row.size):>9} {row.path:<11} FAILED ({row.failure})")
+            continue
         wall = f"{statistics.median(row.walls):8.3f}s {max(row.walls):8.3f}s"
         if row.path == "direct":
             memory = f"{'-':>10} {'-':>9} {'-':>9} {'-':>10}"
@@ -488,6 +508,11 @@ def report(rows: list[Row], facts: dict[str, Any], argv: list[str], elapsed: flo
         f"  tray resting RSS: {human(facts['start'])} before the first call, "
         f"{human(facts['end'])} after the last ({'+' if drift >= 0 else ''}{human(drift)})"
     )
+    if highest:
+        print(
+            f"  tray peak RSS: {human(highest)}, {human(highest - facts['start'])} over the "
+            "resting RSS before the first call"
+        )
     if worst_ratio:
         print(
             f"  peak within resting + 3x the result (results >= 1 MiB): "
@@ -522,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench: FAILED: {exc}", file=sys.stderr)
                 print(log_path.read_text(errors="replace")[-3000:], file=sys.stderr)
                 return 1
+        if any(row.failure for row in rows):
+            print("bench: the tray's and clients' output (tail):", file=sys.stderr)
+            print(log_path.read_text(errors="replace")[-3000:], file=sys.stderr)
     report(rows, facts, shown, time.perf_counter() - started)
     return 0
 
