@@ -477,25 +477,28 @@ async def test_a_post_with_the_wrong_media_types_is_refused(
     assert gateway.app.sessions == {}
 
 
-async def test_numbered_messages_are_dispatched_in_the_order_of_their_numbers(
-    gateway: Gateway,
-) -> None:
-    session = await gateway.initialize()
-    handler = gateway.handlers[session]
-    # The cancellation (2) arrives before the request it cancels (1): it waits for it.
-    cancel = gateway.exchange(
-        "POST",
-        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
-        session=session,
-        headers={"x-mcp-tray-seq": "2"},
-    )
+CANCEL_7 = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+
+
+async def cancelled_before_it_came(gateway: Gateway, session: str, cancel: Exchange) -> None:
+    """Request 7 (which waits to be cancelled), numbered 1, sent after ``cancel``, which
+    cancels it: the cancellation must have waited for it, and it is not answered."""
     waiting = gateway.exchange(
         "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
     )
 
     assert (await cancel.reply()).status == 202
-    assert handler.cancelled
+    assert gateway.handlers[session].cancelled
     assert (await waiting.reply()).body == b""
+
+
+async def test_numbered_messages_are_dispatched_in_the_order_of_their_numbers(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    cancel = gateway.exchange("POST", CANCEL_7, session=session, headers={"x-mcp-tray-seq": "2"})
+
+    await cancelled_before_it_came(gateway, session, cancel)
 
 
 @pytest.mark.parametrize(
@@ -540,38 +543,20 @@ async def test_a_refused_numbered_message_still_waits_its_turn_so_later_ones_kee
     gateway: Gateway,
 ) -> None:
     session = await gateway.initialize()
-    handler = gateway.handlers[session]
     # Arriving in the order 2, 3, 1: the refusal (2) must not let the
     # cancellation (3) overtake the request it cancels (1).
     refused = gateway.exchange("POST", 42, session=session, headers={"x-mcp-tray-seq": "2"})
-    cancel = gateway.exchange(
-        "POST",
-        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
-        session=session,
-        headers={"x-mcp-tray-seq": "3"},
-    )
-    waiting = gateway.exchange(
-        "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
-    )
+    cancel = gateway.exchange("POST", CANCEL_7, session=session, headers={"x-mcp-tray-seq": "3"})
 
+    await cancelled_before_it_came(gateway, session, cancel)
     assert (await refused.reply()).status == 400
-    assert (await cancel.reply()).status == 202
-    assert handler.cancelled
-    assert (await waiting.reply()).body == b""
 
 
 async def test_a_numbered_batch_takes_its_turn_as_one_message(gateway: Gateway) -> None:
     session = await gateway.initialize("2025-03-26")
-    handler = gateway.handlers[session]
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
-    batch = gateway.exchange("POST", [cancel], session=session, headers={"x-mcp-tray-seq": "2"})
-    waiting = gateway.exchange(
-        "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
-    )
+    batch = gateway.exchange("POST", [CANCEL_7], session=session, headers={"x-mcp-tray-seq": "2"})
 
-    assert (await batch.reply()).status == 202
-    assert handler.cancelled
-    assert (await waiting.reply()).body == b""
+    await cancelled_before_it_came(gateway, session, batch)
 
 
 @pytest.mark.parametrize(
