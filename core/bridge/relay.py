@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from core.base.errors import HttpError, InstanceError, TrayStopping
 from core.bridge.http1 import Connection, Pool, Response
+from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
     NAME_BEARING_METHODS,
@@ -48,7 +49,9 @@ from core.protocol.headers import (
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     METHOD_NOT_FOUND,
+    answerable,
     loads,
+    reply_id,
     unparsable_reason,
     valid_id,
 )
@@ -339,23 +342,23 @@ class Relay:
             _, message, since = entry
             if now - since < self.wait_seconds:
                 kept.append(entry)
-            elif _answerable(message):
+            elif answerable(message):
                 gone = str(_Gone(self.wait_seconds))
-                self._spawn(self.emit(_error(_request_id(message), NOT_THERE, gone)))
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
     def _fail_backlog(self, why: str) -> None:
         backlog, self._backlog = self._backlog, []
         for _, message, _ in backlog:
-            if _answerable(message):
-                self._spawn(self.emit(_error(_request_id(message), NOT_THERE, why)))
+            if answerable(message):
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, why)))
 
     # ------------------------------------------------------------ requests
 
     async def _forward(
         self, line: bytes, message: Any, seq: int | None, retried: bool = False
     ) -> None:
-        request_id = _request_id(message)
+        request_id = reply_id(message)
         if self._pool is None:
             self._backlog.append((line, message, time.monotonic()))
             self._lost_tray()
@@ -444,8 +447,8 @@ class Relay:
     async def _answer(self, message: Any, status: int, body: bytes) -> None:
         """The gateway refused ``message``: the client hears why, under its request's id
         (under id null when it has none to give), unless JSON-RPC answers no such message."""
-        if _answerable(message):
-            await self.emit(_answer_for(_request_id(message), status, body))
+        if answerable(message):
+            await self.emit(_answer_for(reply_id(message), status, body))
 
     # ------------------------------------------------ 2026-07-28 requests
 
@@ -467,7 +470,7 @@ class Relay:
             named = (message.get("params") or {}).get(NAME_BEARING_METHODS.get(method, ""))
             if isinstance(named, str):
                 headers[NAME_HEADER] = encode_header(named)
-        request_id = _request_id(message)
+        request_id = reply_id(message)
         if method == "tools/list" and request_id is not None:
             self._listings.add(_key(request_id))
         task = self._spawn(self._post(line, message, headers, request_id))
@@ -523,33 +526,8 @@ class Relay:
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
-        # A large event (a 50 MB result) comes in many chunks: they are gathered
-        # in place and its line is cut once, when its end arrives.
-        pending = bytearray()
-        data: list[bytearray] = []
-        async for chunk in reply.chunks():
-            pending += chunk
-            if b"\n" not in chunk:
-                continue
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if line.endswith(b"\r"):
-                    del line[-1:]
-                if line.startswith(b"data:"):
-                    del line[: 6 if line.startswith(b"data: ") else 5]
-                    data.append(line)
-                elif not line and data:
-                    await self._emit_event(data)
-                    data = []
-        if data:
-            await self._emit_event(data)
-
-    async def _emit_event(self, data: list[bytearray]) -> None:
-        # SSE joins an event's data lines with a newline, which between JSON tokens
-        # is whitespace like a space; and stdout must get the message on one line.
-        event = bytes(data[0]) if len(data) == 1 else b" ".join(data)
-        if event and not event.isspace():  # a priming event carries no message
-            await self.emit(_unless_stopping(event))
+        async for message in messages(reply.chunks()):
+            await self.emit(_unless_stopping(message))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
@@ -606,27 +584,6 @@ def _lost(exc: Exception, *, taken: bool = False) -> str:
 def _never_sent(exc: Exception) -> bool:
     """No connection was made: the tray certainly never saw the request."""
     return isinstance(exc, HttpError) and exc.never_sent
-
-
-def _request_id(message: Any) -> Any:
-    """The id an answer to ``message`` carries: a request's own; else None (JSON-RPC's id
-    null, for what is not a valid request, such as ``42``, a batch, or ``"id": {}``)."""
-    if isinstance(message, dict) and isinstance(message.get("method"), str):
-        request_id = message.get("id")
-        if valid_id(request_id):
-            return request_id
-    return None
-
-
-def _answerable(message: Any) -> bool:
-    """Whether JSON-RPC answers ``message``: a request does, and so does what is not a
-    valid message at all (with an error); a notification or a response never does."""
-    if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
-        if isinstance(message.get("method"), str) and "id" not in message:
-            return False
-        if "method" not in message and valid_id(message.get("id")):
-            return False
-    return True
 
 
 def _key(request_id: object) -> object:

@@ -58,6 +58,27 @@ def valid_id(value: object) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
+def reply_id(message: Any) -> Any:
+    """The id an answer to ``message`` carries: a request's own; else None (JSON-RPC's id
+    null, for what is not a valid request, such as ``42``, a batch, or ``"id": {}``)."""
+    if isinstance(message, dict) and isinstance(message.get("method"), str):
+        request_id = message.get("id")
+        if valid_id(request_id):
+            return request_id
+    return None
+
+
+def answerable(message: Any) -> bool:
+    """Whether JSON-RPC answers ``message``: a request does, and so does what is not a
+    valid message at all (with an error); a notification or a response never does."""
+    if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
+        if isinstance(message.get("method"), str) and "id" not in message:
+            return False
+        if "method" not in message and valid_id(message.get("id")):
+            return False
+    return True
+
+
 def loads(data: str | bytes | bytearray) -> Any:
     """JSON text, parsed as JSON says: ``NotFinite`` (a ValueError, as for any other
     text that is not JSON) for ``NaN`` and ``±Infinity``, which could not be written back."""
