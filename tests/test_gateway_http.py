@@ -402,21 +402,22 @@ async def test_the_bridge_answers_every_bad_line_at_once_and_the_next_request_is
 # ------------------------------------------------------------ gateway details
 
 
-@pytest.mark.parametrize(
-    ("request_id", "code"),
-    [(b"NaN", -32700), (b"Infinity", -32700), (b"-Infinity", -32700), (b"1e400", -32600)],
-)
 async def test_an_id_json_cannot_carry_is_refused_with_id_null_in_valid_json(
-    echo: tuple[TrayService, httpx.AsyncClient], request_id: bytes, code: int
+    echo: tuple[TrayService, httpx.AsyncClient],
 ) -> None:
     raw = Raw(echo[1], echo[0], "/mcp/echo")
     await raw.open()
+    for request_id, code in [
+        (b"NaN", -32700),
+        (b"Infinity", -32700),
+        (b"-Infinity", -32700),
+        (b"1e400", -32600),  # JSON, but Python reads it as infinity
+    ]:
+        reply = await raw.post(b'{"jsonrpc": "2.0", "id": %s, "method": "ping"}' % request_id)
 
-    reply = await raw.post(b'{"jsonrpc": "2.0", "id": %s, "method": "ping"}' % request_id)
-
-    assert reply.status_code == 400
-    strict = json.loads(reply.content, parse_constant=lambda name: pytest.fail(name))
-    assert strict["id"] is None and strict["error"]["code"] == code
+        assert reply.status_code == 400, request_id
+        strict = json.loads(reply.content, parse_constant=lambda name: pytest.fail(name))
+        assert strict["id"] is None and strict["error"]["code"] == code, request_id
 
 
 async def raw_http(service: TrayService, head: str) -> tuple[int, str]:
@@ -439,19 +440,18 @@ async def raw_http(service: TrayService, head: str) -> tuple[int, str]:
     return int(status_line.split()[1]), rest.partition("\r\n\r\n")[2]
 
 
-@pytest.mark.parametrize("hostile_first", [True, False])
 async def test_two_host_headers_are_refused_whichever_comes_first(
-    echo: tuple[TrayService, httpx.AsyncClient], hostile_first: bool
+    echo: tuple[TrayService, httpx.AsyncClient],
 ) -> None:
     service = echo[0]
     loopback = service.url.removeprefix("http://")
-    hosts = ["evil.example", loopback] if hostile_first else [loopback, "evil.example"]
-    head = "POST /mcp/echo HTTP/1.1\n" + "".join(f"host: {h}\n" for h in hosts)
+    for hosts in (["evil.example", loopback], [loopback, "evil.example"]):
+        head = "POST /mcp/echo HTTP/1.1\n" + "".join(f"host: {h}\n" for h in hosts)
 
-    status, body = await raw_http(service, head)
+        status, body = await raw_http(service, head)
 
-    assert status == 400
-    assert "more than one Host header" in body
+        assert status == 400, hosts
+        assert "more than one Host header" in body
 
 
 async def test_an_absolute_form_target_is_judged_by_the_host_it_names(
