@@ -23,6 +23,7 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
+from core.base.memory import return_large_blocks
 from core.base.snapshot import WarningSnapshot, WorkerSnapshot
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
@@ -130,6 +131,7 @@ class TrayService:
 
     async def start(self) -> None:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
+        return_large_blocks()  # a large result must not leave its memory behind
         self.instance = Instance.acquire(self.paths)
         try:
             # The previous tray's sessions: only the instance holding the lock may read them.
