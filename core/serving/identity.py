@@ -161,6 +161,8 @@ class StatelessClients:
         self._sessions: dict[tuple[str, str], StatelessSession] = {}
         #: (client host, port) -> the process holding that connection.
         self._peers: dict[tuple[str, int], Process | None] = {}
+        #: (client host, port, identity header or clientInfo name) -> the session's identity.
+        self._known: dict[tuple[str, int, str], str] = {}
 
     def known(
         self, name: str, envelope: Envelope, scope: Scope, headers: Mapping[str, str]
@@ -171,10 +173,12 @@ class StatelessClients:
             identity = f"bridge {bridge}"
         else:
             peer = scope.get("client")
-            if not peer or (peer[0], int(peer[1])) not in self._peers:
+            if not peer:
                 return None
-            process = self._peers[(peer[0], int(peer[1]))]
-            identity = _identity(process, headers, envelope)
+            found = self._known.get((peer[0], peer[1], _label(headers, envelope)))
+            if found is None:
+                return None
+            identity = found
         seated = self._sessions.get((name, identity))
         if seated is None or seated.session.closed:
             return None
@@ -192,6 +196,11 @@ class StatelessClients:
         else:
             process = await self._process(scope)
             identity = _identity(process, headers, envelope)
+            peer = scope.get("client")
+            if peer:
+                if len(self._known) >= PEER_CACHE:
+                    self._known.pop(next(iter(self._known)))
+                self._known[(peer[0], peer[1], label)] = identity
         key = (name, identity)
         seated = self._sessions.get(key)
         if seated is None or seated.session.closed:
@@ -232,6 +241,7 @@ class StatelessClients:
                 self.pipeline.close_session(seated.session)
         # Connections are short-lived: whose they were is asked again next time.
         self._peers.clear()
+        self._known.clear()
 
     def _gone(self, seated: StatelessSession, idle: float) -> bool:
         session = seated.session

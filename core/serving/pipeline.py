@@ -179,7 +179,7 @@ class Pipeline:
         self.sessions = sessions
         self.hooks = hooks
         self.spawn = spawn
-        self.placement = Placement(supervisor, spawn)
+        self.placement = Placement(supervisor, spawn, self._forget)
         self.parking = Parking()
         self._shares: dict[int, Share] = {}
         self._seats: dict[str, Seat] = {}
@@ -203,6 +203,10 @@ class Pipeline:
         if share is None or share.server is not server:
             share = self._shares[id(server)] = Share(server)
         return share
+
+    def _forget(self, server: ManagedServer) -> None:
+        """A child made for sessions stopped: its share goes with it."""
+        self._shares.pop(id(server), None)
 
     def seat(self, session: ClientSession) -> Seat | None:
         return self._seats.get(session.id)

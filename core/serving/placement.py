@@ -76,9 +76,16 @@ def workspace_key(roots: Iterable[str]) -> str:
 class Placement:
     """The children made for sessions, eras and workspaces, by entry and key."""
 
-    def __init__(self, supervisor: Supervisor, spawn: Callable[[Any], None]) -> None:
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        spawn: Callable[[Any], None],
+        on_retired: Callable[[ManagedServer], None] = lambda child: None,
+    ) -> None:
         self.supervisor = supervisor
         self._spawn = spawn
+        #: Told of every child this placement stops (what was kept for it can go).
+        self._on_retired = on_retired
         #: (entry, key) -> child; the entry's own child is never here.
         self._children: dict[tuple[str, str], ManagedServer] = {}
         #: What each child was made from (a config edit replaces it).
@@ -209,4 +216,5 @@ class Placement:
                 del self._children[key]
         self._era_children.discard(child.name)
         if self._made_from.pop(child.name, None) is not None:
+            self._on_retired(child)
             self._spawn(self.supervisor.retire_private(child))

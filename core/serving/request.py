@@ -40,7 +40,7 @@ class Reply(Protocol):
     async def progress(self, params: Mapping[str, Any]) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Client:
     """One client session, what its client declared, and the era it speaks."""
 
@@ -64,7 +64,7 @@ class Client:
         return Envelope(LATEST_MODERN_VERSION, self.capabilities, self.info, log_level)
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     """One request of a client, decoded once."""
 

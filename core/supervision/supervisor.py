@@ -123,7 +123,8 @@ class Supervisor:
     async def retire_private(self, server: ManagedServer) -> None:
         """The session ended or tripped: stop its own child and forget it."""
         await server.stop()
-        self.private.pop(server.name, None)
+        if self.private.get(server.name) is server:  # a newer child may have its name by now
+            del self.private[server.name]
         self.publish(Event(EventKind.STATE, server.name, server.snapshot()))
 
     # ------------------------------------------------------------ publishing
