@@ -51,6 +51,9 @@ UNKNOWN_IDLE_SECONDS: Final = 5 * 60
 REAP_SECONDS: Final = 60.0
 #: How many connections' owners are remembered (a connection is reused for many requests).
 PEER_CACHE: Final = 256
+#: How long a connection's owner is taken as known: a closed connection's port
+#: is not handed out again while it waits out TCP's TIME_WAIT (60 s on Linux).
+PEER_SECONDS: Final = 60.0
 
 #: (pid, its start time) of a process.
 Process = tuple[int, float]
@@ -163,6 +166,8 @@ class StatelessClients:
         self._peers: dict[tuple[str, int], Process | None] = {}
         #: (client host, port, identity header or clientInfo name) -> the session's identity.
         self._known: dict[tuple[str, int, str], str] = {}
+        #: When each connection's owner was looked up.
+        self._looked_up: dict[tuple[str, int], float] = {}
 
     def known(
         self, name: str, envelope: Envelope, scope: Scope, headers: Mapping[str, str]
@@ -228,8 +233,9 @@ class StatelessClients:
         known = [s.process[0] for s in self._sessions.values() if s.process is not None]
         found = await asyncio.to_thread(self._lookup, port, known)
         if len(self._peers) >= PEER_CACHE:
-            self._peers.pop(next(iter(self._peers)))
+            self._forget_peer(next(iter(self._peers)))
         self._peers[(host, port)] = found
+        self._looked_up[(host, port)] = self._clock()
         return found
 
     def expire(self) -> None:
@@ -239,9 +245,16 @@ class StatelessClients:
             if self._gone(seated, now - seated.last_seen):
                 del self._sessions[key]
                 self.pipeline.close_session(seated.session)
-        # Connections are short-lived: whose they were is asked again next time.
-        self._peers.clear()
-        self._known.clear()
+        # A connection's port may serve another process once it is closed long enough.
+        for peer, when in list(self._looked_up.items()):
+            if now - when > PEER_SECONDS:
+                self._forget_peer(peer)
+
+    def _forget_peer(self, peer: tuple[str, int]) -> None:
+        self._peers.pop(peer, None)
+        self._looked_up.pop(peer, None)
+        for known in [k for k in self._known if k[:2] == peer]:
+            del self._known[known]
 
     def _gone(self, seated: StatelessSession, idle: float) -> bool:
         session = seated.session
