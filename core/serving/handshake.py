@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from core.base.errors import CallError, RpcError
@@ -45,6 +46,7 @@ class HandshakeSession:
         self._store = store
         #: An adopted session's seat, subscriptions and level, being restored.
         self._restoring: asyncio.Future[None] | None = None
+        client.ask = self._ask_outside
         #: Requests of this session in flight on the server, oldest first.
         self._calls: dict[int, RequestContext] = {}
         self._call_ids = itertools.count(1)
@@ -69,7 +71,7 @@ class HandshakeSession:
         )
         if bridge_client:
             session.client_name = bridge_client
-        client = Client(session, modern=False, ask=lambda m, p: http.client_request(m, p))
+        client = Client(session, modern=False)
         return cls(pipeline, http, client, registry, store)
 
     @classmethod
@@ -90,11 +92,7 @@ class HandshakeSession:
             worker_identity=saved.worker_identity,
         )
         client = Client(
-            session,
-            modern=False,
-            capabilities=saved.capabilities,
-            info=saved.client_info,
-            ask=lambda m, p: http.client_request(m, p),
+            session, modern=False, capabilities=saved.capabilities, info=saved.client_info
         )
         adopted = cls(pipeline, http, client, registry, store)
         http.handler = adopted
@@ -146,6 +144,20 @@ class HandshakeSession:
     @property
     def session(self) -> ClientSession:
         return self.client.session
+
+    # ------------------------------------------------- asking the client
+
+    async def _ask_outside(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A server request not tied to a call: on the session's GET stream."""
+        self.client.may_be_asked(method)
+        return await self.http.client_request(method, params)
+
+    async def _ask_during(
+        self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A server request made during the client's request: on that request's stream."""
+        self.client.may_be_asked(method)
+        return await self.http.client_request(method, params, via=ctx)
 
     # ------------------------------------------------------- share member
 
@@ -204,13 +216,7 @@ class HandshakeSession:
             return await self._initialize(values)
         if self._restoring is not None:
             await asyncio.shield(self._restoring)
-        request = Request(
-            self.client,
-            method,
-            values,
-            ctx,
-            ask=lambda m, p: self.http.client_request(m, p, via=ctx),
-        )
+        request = Request(self.client, method, values, ctx, ask=partial(self._ask_during, ctx))
         call_id = next(self._call_ids)
         self._calls[call_id] = ctx
         try:

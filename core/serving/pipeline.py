@@ -47,7 +47,7 @@ from core.protocol.jsonrpc import (
 )
 from core.serving.fanout import CallMember, Member, Share
 from core.serving.placement import Placement, started
-from core.serving.request import REQUIRED_CAPABILITY, Client, ClientAsk, Request
+from core.serving.request import Client, Request
 from core.serving.roots import RootsQuestions, roots_in, roots_source
 from core.serving.sessions import ClientSession, SessionTable
 from core.serving.translate import Parking, encode, fulfil
@@ -139,24 +139,6 @@ async def guarded(
         raise RpcError(INTERNAL_ERROR, str(exc), {"kind": exc.kind}) from None
     sessions.succeeded(session)
     return result
-
-
-def checked_ask(client: Client, ask: ClientAsk | None) -> ClientAsk | None:
-    """``ask``, refusing what the client never declared it can answer."""
-    if ask is None:
-        return None
-
-    async def put(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        needed = REQUIRED_CAPABILITY.get(method)
-        if needed is not None and needed not in client.capabilities:
-            raise RpcError(
-                METHOD_NOT_FOUND,
-                f"{method!r}: the client of this session ({client.session.client_name}) "
-                f"did not declare the {needed!r} capability",
-            )
-        return await ask(method, params)
-
-    return put
 
 
 async def _never() -> dict[str, Any]:
@@ -266,7 +248,7 @@ class Pipeline:
         return (
             server.config.sharing == "shared"
             and self.supervisor.servers.get(client.session.server) is server
-            and not self.placement.wants_own_era(server, client.modern, client.askable)
+            and (client.modern or not self.placement.wants_own_era(server, False, client.askable))
         )
 
     # ------------------------------------------------------------- roots
@@ -425,7 +407,7 @@ class Pipeline:
         return Caller(
             session=client.session.id,
             on_progress=reply.progress if reply.progress_token is not None else None,
-            on_server_request=checked_ask(client, request.ask),
+            on_server_request=request.ask,
             envelope=client.envelope(level),
         )
 
@@ -502,8 +484,7 @@ class _Attached:
         self._client = client
 
     async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        client = self._client
-        ask = checked_ask(client, client.ask)
+        ask = self._client.ask
         if ask is None:
             raise RpcError(
                 METHOD_NOT_FOUND,

@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from core.base.errors import RpcError
 from core.protocol.eras import LATEST_MODERN_VERSION, Envelope
+from core.protocol.jsonrpc import METHOD_NOT_FOUND
 from core.serving.sessions import ClientSession
 
 #: A server->client request put to the client (sampling, elicitation, roots).
@@ -51,13 +53,24 @@ class Client:
     info: Mapping[str, Any] | None = None
     #: A 2026-07-28 request's own log level (a handshake session's is kept in its share).
     log_level: str | None = None
-    #: Asks the client outside any request (its GET stream); None where it cannot be asked.
+    #: Asks the client outside any request (its GET stream), having checked that it
+    #: declared what is asked (``may_be_asked``); None where it cannot be asked.
     ask: ClientAsk | None = None
 
     @property
     def askable(self) -> bool:
         """The client declared something a server may ask it for."""
-        return any(name in self.capabilities for name in ASKABLE_CAPABILITIES)
+        return not ASKABLE_CAPABILITIES.isdisjoint(self.capabilities)
+
+    def may_be_asked(self, method: str) -> None:
+        """Refuse a server request this client never declared it can answer."""
+        needed = REQUIRED_CAPABILITY.get(method)
+        if needed is not None and needed not in self.capabilities:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                f"{method!r}: the client of this session ({self.session.client_name}) "
+                f"did not declare the {needed!r} capability",
+            )
 
     def envelope(self, log_level: str | None) -> Envelope:
         """What this client says about itself, for a 2026-07-28 child."""
@@ -73,7 +86,8 @@ class Request:
     #: As the client sent them (a 2026-07-28 request's envelope included).
     params: Mapping[str, Any]
     reply: Reply
-    #: Asks the client during this request (on its stream); None where the era has no way.
+    #: Asks the client during this request (on its stream), having checked that it declared
+    #: what is asked; None where the era has no way.
     ask: ClientAsk | None
     #: The HTTP headers it came with (a 2026-07-28 tools/call's Mcp-Param-* are checked).
     headers: Mapping[str, str] = field(default_factory=dict)
