@@ -12,13 +12,13 @@ in the tray, unless the config is broken (then the window shows why).
 """
 
 import asyncio
-import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from core.base.errors import AlreadyRunning, NotRunning
 from core.cli.control_client import ControlClient
+from core.platform.signals import on_stop_signals
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 
@@ -87,9 +87,7 @@ class Gui:
         self.window = MainWindow(self.link, service)
         service.on_raise = self.window.bring_up
         self.tray = TrayController(self.link, TrayActions(service, self.window.bring_up, self.quit))
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.add_signal_handler(sig, self.quit)
+        self._undo_signals = on_stop_signals(asyncio.get_running_loop(), self.quit)
 
     def show(self) -> None:
         from PySide6.QtWidgets import QSystemTrayIcon
@@ -111,14 +109,8 @@ class Gui:
         self.tray.icon.hide()
         await self.window.aclose()
         self.link.close()
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)
+        self._undo_signals()
         await self.service.aclose()
-
-
-#: Stop as the Quit entry does.
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 async def _main(

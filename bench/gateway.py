@@ -249,6 +249,9 @@ _UPSTREAM_RE: Final = re.compile(
     re.MULTILINE,
 )
 
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
+
 
 class BenchError(Exception):
     pass

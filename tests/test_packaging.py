@@ -241,8 +241,8 @@ def test_an_installed_wheel_finds_its_template_and_icon(wheel: Build, tmp_path: 
         text=True,
     ).stdout.strip()
     script = (
-        "import json; from core.cli import desktop_entry as d; r = d.install(); "
-        "print(json.dumps([str(d.TEMPLATE), str(d.ICON)]))"
+        "import json; from core.cli import desktop_entry, desktop_linux as d; "
+        "desktop_entry.install(system='linux'); print(json.dumps([str(d.TEMPLATE), str(d.ICON)]))"
     )
     env = {
         "PATH": os.environ.get("PATH", os.defpath),

@@ -30,6 +30,8 @@ from core.base.errors import (
     NotRunning,
     RegistryFileError,
 )
+from core.cli.integrations import importable_clients, snippet_targets
+from core.platform.backends import backends
 from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
 
@@ -199,9 +201,7 @@ def _parser() -> argparse.ArgumentParser:
     client_config = commands.add_parser(
         "client-config", help="print the snippet that points a client at mcp-tray"
     )
-    client_config.add_argument(
-        "client", choices=["claude", "claude-code", "cursor", "vscode", "inspector"]
-    )
+    client_config.add_argument("client", choices=snippet_targets())
     mode = client_config.add_mutually_exclusive_group()
     mode.add_argument(
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
@@ -237,7 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     importer = commands.add_parser(
         "import", help="merge a client's MCP servers into mcp-tray's config"
     )
-    importer.add_argument("client", choices=["claude", "cursor", "vscode"])
+    importer.add_argument("client", choices=importable_clients())
     importer.add_argument(
         "--path", type=Path, help="the client's config file (default: its usual place)"
     )
@@ -818,8 +818,14 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         item["hard"] = item.get("family") not in ADVISORY_FAMILIES
     problems.sort(key=lambda item: (not item["hard"], str(item.get("family"))))
     failed = any(item["hard"] for item in problems)
+    # Which OS backends this environment runs (MCP_TRAY_PLATFORM chooses the set).
+    platform = backends().describe()
+    notes += [
+        {"family": "platform", "subject": job, "text": f"platform: {job}: {name}"}
+        for job, name in platform
+    ]
     if args.json:
-        report = {"ok": not failed, "warnings": problems, "info": notes}
+        report = {"ok": not failed, "warnings": problems, "info": notes, "platform": dict(platform)}
         print(json.dumps(report, indent=2))
     else:
         for item in problems:
@@ -1178,6 +1184,8 @@ def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
         raise CommandError(f"cannot write the desktop entry: {exc}") from None
     for path in result.written:
         print(f"wrote {path}")
+    for note in result.notes:
+        print(f"mcp-tray: {note}", file=sys.stderr)
     home = home_override()
     if home is not None:
         print(

@@ -18,7 +18,8 @@ from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from app.connect_dialog import ConnectDialog, for_service
-from core.cli.install import BACKUP_INFIX, Entries, client_config_path, snippet_entries
+from core.cli.install import BACKUP_INFIX, Entries, snippet_entries
+from core.cli.integrations import client_config_path
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clients" / "install"
 
