@@ -22,6 +22,7 @@ from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import ConfigError, SnippetError
 from core.cli import integrations
 from core.cli.desktop_entry import launcher_argv
+from core.platform.files import private_dirs
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
 
@@ -240,7 +241,7 @@ def import_servers(
     if report.added or report.renamed:
         text = json.dumps(document, indent=2) + "\n"
         parse_config(text, config_path)
-        config_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(config_path.parent)
         tmp = config_path.with_name(f".{config_path.name}.import.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, config_path)

@@ -28,6 +28,7 @@ from core.cli.desktop_entry import (
     launcher_argv,
 )
 from core.platform.desktop import RunKey, run_key
+from core.platform.files import private_dirs
 
 #: The Run value's name.
 RUN_VALUE: Final = APP_ID
@@ -93,7 +94,7 @@ def install(
     env = os.environ if environ is None else environ
     result = DesktopResult()
     shortcut = start_menu_shortcut(env, home)
-    shortcut.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(shortcut.parent)
     made = shell(shortcut_request(shortcut, environ), env)
     if getattr(made, "returncode", 0) == 0:
         result.written.append(shortcut)

@@ -58,7 +58,7 @@ from core.cli.integrations import (
     installable,
     installable_clients,
 )
-from core.platform.files import set_mode
+from core.platform.files import private_dirs, set_mode
 
 #: A new client file gets this mode: an HTTP entry carries the API token,
 #: and the client reads the file as this same user.
@@ -546,7 +546,7 @@ def apply_install(
             "and writing it?); nothing was written: look at the new diff and install again"
         )
     try:
-        plan.target.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(plan.target.parent)
         backup = None
         mode = NEW_FILE_MODE
         if plan.original is not None:

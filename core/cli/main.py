@@ -32,6 +32,7 @@ from core.base.errors import (
 )
 from core.cli.integrations import importable_clients, snippet_targets
 from core.platform.backends import backends
+from core.platform.files import private_dirs
 from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
 
@@ -359,7 +360,7 @@ def _crash_line(exc: Exception, paths: Paths) -> str:
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     where = paths.log_dir / CRASH_LOG
     try:
-        where.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(where.parent)
         with where.open("a", encoding="utf-8") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} mcp-tray {__version__}\n")
             log.write("".join(traceback.format_exception(exc)))
@@ -380,7 +381,7 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
         return Path(args.config).expanduser()
     path = paths.config_file
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         path.write_text('{\n  "mcpServers": {}\n}\n', encoding="utf-8")
         print(
             f"mcp-tray: created an empty config at {path}; add your servers there", file=sys.stderr

@@ -13,6 +13,7 @@ handlers only there). It returns the function that undoes it.
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from typing import Final
@@ -60,3 +61,24 @@ def handle_stop_signals(handler: Callable[[], None]) -> Callable[[], None]:
             signal.signal(sig, old)
 
     return restore
+
+
+def wake_on_signals() -> tuple[socket.socket, Callable[[], None]]:
+    """A socket that becomes readable when any signal arrives; and the undo.
+
+    For a main loop written in C (Qt's): Python notes a signal at once but
+    runs its handler only when it next runs bytecode, so the loop watches
+    this socket (``signal.set_wakeup_fd``) and calls back into Python,
+    which then runs the handler. Read and discard what arrives.
+    """
+    read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)
+    write_end.setblocking(False)
+    previous = signal.set_wakeup_fd(write_end.fileno())
+
+    def undo() -> None:
+        signal.set_wakeup_fd(previous)
+        read_end.close()
+        write_end.close()
+
+    return read_end, undo

@@ -241,7 +241,8 @@ def test_connect_client_opens_one_dialog_and_brings_it_forward_when_clicked_agai
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    actions = TrayActions(FakeService(28729), lambda: None, lambda: None)
+    link = type("Link", (), {"service": FakeService(28729)})()
+    actions = TrayActions(link, lambda: None, lambda: None)
 
     actions.connect_client()
     first = actions._connect_dialog
