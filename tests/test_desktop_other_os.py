@@ -118,7 +118,7 @@ def test_the_windows_autostart_is_the_run_value_and_the_menu_entry_a_shortcut(
     environ = {"APPDATA": str(tmp_path / "Roaming")}
     result = desktop_windows.install(autostart=True, environ=environ, key=key, shell=shell)
 
-    launcher = launcher_argv()
+    launcher = launcher_argv(console=False)
     assert key.values == {"mcp-tray": subprocess.list2cmdline([*launcher, "run", "--minimized"])}
     shortcut = tmp_path / "Roaming/Microsoft/Windows/Start Menu/Programs/mcp-tray.lnk"
     [(request, _env)] = shell.calls

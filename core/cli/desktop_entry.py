@@ -32,6 +32,8 @@ from core.base.envvars import HOME_ENV
 from core.platform.osname import current_os
 
 APP_ID: Final = "mcp-tray"
+#: The Windows bundle's console twin of its windowed launcher (packaging/bundle.py).
+CLI_TWIN: Final = "mcp-tray-cli"
 #: What the login entry adds to the launcher: the tray only, no window.
 AUTOSTART_ARGS: Final = ("run", "--minimized")
 
@@ -44,15 +46,19 @@ class DesktopResult:
     notes: list[str] = field(default_factory=list)
 
 
-def launcher_argv() -> list[str]:
+def launcher_argv(*, console: bool = True) -> list[str]:
     """The absolute command that starts mcp-tray.
 
-    The frozen bundle's own executable; else the ``mcp-tray`` script beside
+    The frozen bundle's own executable (on Windows the console twin for the
+    command line and the bridge, the windowed one for the desktop when
+    ``console`` is False); else the ``mcp-tray`` script beside
     ``sys.executable`` (a venv; ``mcp-tray.exe`` on Windows), else the one on
     PATH, else this interpreter with ``-m app.entry``.
     """
     if getattr(sys, "frozen", False):
-        return [os.path.abspath(sys.executable)]
+        executable = Path(sys.executable).resolve()
+        wanted = executable.with_name((CLI_TWIN if console else APP_ID) + executable.suffix)
+        return [str(wanted if wanted.is_file() else executable)]
     beside = shutil.which(APP_ID, path=str(Path(sys.executable).parent))
     if beside:
         return [os.path.abspath(beside)]

@@ -51,7 +51,7 @@ def start_menu_shortcut(environ: Mapping[str, str], home: Path | None = None) ->
 
 def command_argv(extra: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
     """The launcher (+ ``extra``), behind ``cmd /c set MCP_TRAY_HOME=…`` when it is set."""
-    argv = [*launcher_argv(), *extra]
+    argv = [*launcher_argv(console=False), *extra]
     home = home_override(environ)
     if home is None:
         return argv

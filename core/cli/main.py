@@ -31,7 +31,6 @@ from core.base.errors import (
     RegistryFileError,
 )
 from core.cli.integrations import importable_clients, snippet_targets
-from core.platform.backends import backends
 from core.platform.files import private_dirs
 from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
@@ -820,6 +819,8 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
     problems.sort(key=lambda item: (not item["hard"], str(item.get("family"))))
     failed = any(item["hard"] for item in problems)
     # Which OS backends this environment runs (MCP_TRAY_PLATFORM chooses the set).
+    from core.platform.backends import backends
+
     platform = backends().describe()
     notes += [
         {"family": "platform", "subject": job, "text": f"platform: {job}: {name}"}

@@ -50,6 +50,10 @@ class ExitWatch(Protocol):
     ) -> Watching: ...
 
 
+def _not_exited(popen: "subprocess.Popen[bytes]") -> bool:
+    return popen.returncode is None and popen.poll() is None
+
+
 class WaitThread:
     """A thread per child, blocked in ``Popen.wait`` until it exits."""
 
@@ -88,7 +92,7 @@ class _Waiting:
     def alive(self) -> bool:
         # poll() returns None while the watch thread holds the wait; the
         # returncode is set the moment that wait returns.
-        return self._popen.returncode is None and self._popen.poll() is None
+        return _not_exited(self._popen)
 
     def close(self) -> None:
         self._closed = True
@@ -193,7 +197,7 @@ elif sys.platform != "win32":
                 self._on_exit()
 
         def alive(self) -> bool:
-            return self._popen.returncode is None and self._popen.poll() is None
+            return _not_exited(self._popen)
 
         def _release(self) -> None:
             if self._kq is not None:

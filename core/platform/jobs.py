@@ -182,36 +182,31 @@ if sys.platform == "win32":
             finally:
                 _kernel32.CloseHandle(process)
 
-        def _pids(self) -> list[int]:
+        def _query(self, kind: int, into: ctypes.Structure) -> bool:
+            """QueryInformationJobObject of ``kind`` into ``into``; False once released."""
             if self._job is None:
-                return []
-            listing = _PidList()
-            ok = _kernel32.QueryInformationJobObject(
-                self._job,
-                JobObjectBasicProcessIdList,
-                ctypes.byref(listing),
-                ctypes.sizeof(listing),
-                None,
+                return False
+            return bool(
+                _kernel32.QueryInformationJobObject(
+                    self._job, kind, ctypes.byref(into), ctypes.sizeof(into), None
+                )
             )
-            if not ok:
+
+        def _pids(self) -> list[int]:
+            listing = _PidList()
+            if not self._query(JobObjectBasicProcessIdList, listing):
                 return []
-            return [int(listing.ProcessIdList[i]) for i in range(listing.NumberOfProcessIdsInList)]
+            count = listing.NumberOfProcessIdsInList
+            return [int(listing.ProcessIdList[i]) for i in range(count)]
 
         def snapshot(self) -> list[psutil.Process]:
             return procs.descendants(self.pid)
 
         def alive(self) -> bool:
-            if self._job is None:
-                return False
             info = _Accounting()
-            ok = _kernel32.QueryInformationJobObject(
-                self._job,
-                JobObjectBasicAccountingInformation,
-                ctypes.byref(info),
-                ctypes.sizeof(info),
-                None,
+            return self._query(JobObjectBasicAccountingInformation, info) and (
+                info.ActiveProcesses > 0
             )
-            return bool(ok) and info.ActiveProcesses > 0
 
         def members(self) -> list[psutil.Process]:
             found = []

@@ -89,18 +89,43 @@ def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *arg
         loop.call_soon_threadsafe(callback, *args)
 
 
-class ThreadReadTransport(asyncio.ReadTransport):
-    """Reads ``pipe`` on a thread of its own and feeds the protocol on the loop."""
+class _OnThread:
+    """What both thread transports keep: the loop, the protocol, the pipe, and the end."""
+
+    _protocol: asyncio.BaseProtocol
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, pipe: IO[bytes]
+        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.BaseProtocol, pipe: IO[bytes]
     ) -> None:
-        super().__init__()
         self._loop = loop
         self._protocol = protocol
         self._pipe = pipe
         self._closing = False
         self._lost = False
+
+    def _lose(self, error: Exception | None) -> None:
+        self._closing = True
+        if not self._lost:
+            self._lost = True
+            self._protocol.connection_lost(error)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+
+class ThreadReadTransport(_OnThread, asyncio.ReadTransport):
+    """Reads ``pipe`` on a thread of its own and feeds the protocol on the loop."""
+
+    _protocol: asyncio.Protocol
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, pipe: IO[bytes]
+    ) -> None:
+        _OnThread.__init__(self, loop, protocol, pipe)
+        asyncio.ReadTransport.__init__(self)
         #: Set while reading is allowed; cleared by pause_reading.
         self._flowing = threading.Event()
         self._flowing.set()
@@ -138,11 +163,6 @@ class ThreadReadTransport(asyncio.ReadTransport):
             self._protocol.eof_received()
         self._lose(error)
 
-    def _lose(self, error: Exception | None) -> None:
-        if not self._lost:
-            self._lost = True
-            self._protocol.connection_lost(error)
-
     def is_reading(self) -> bool:
         return self._flowing.is_set() and not self._closing
 
@@ -156,12 +176,6 @@ class ThreadReadTransport(asyncio.ReadTransport):
         assert isinstance(protocol, asyncio.Protocol)
         self._protocol = protocol
 
-    def get_protocol(self) -> asyncio.BaseProtocol:
-        return self._protocol
-
-    def is_closing(self) -> bool:
-        return self._closing
-
     def close(self) -> None:
         if self._closing:
             return
@@ -170,22 +184,18 @@ class ThreadReadTransport(asyncio.ReadTransport):
         self._loop.call_soon(self._lose, None)
 
 
-class ThreadWriteTransport(asyncio.WriteTransport):
+class ThreadWriteTransport(_OnThread, asyncio.WriteTransport):
     """Writes to ``pipe`` from a thread of its own, draining a queue in order."""
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, protocol: asyncio.BaseProtocol, pipe: IO[bytes]
     ) -> None:
-        super().__init__()
-        self._loop = loop
-        self._protocol = protocol
-        self._pipe = pipe
+        _OnThread.__init__(self, loop, protocol, pipe)
+        asyncio.WriteTransport.__init__(self)
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
         self._lock = threading.Lock()
         self._paused = False
-        self._closing = False
-        self._lost = False
         self._thread = threading.Thread(
             target=self._drain, name="mcp-tray pipe writer", daemon=True
         )
@@ -215,12 +225,6 @@ class ThreadWriteTransport(asyncio.WriteTransport):
             self._paused = False
             self._protocol.resume_writing()
 
-    def _lose(self, error: Exception | None) -> None:
-        self._closing = True
-        if not self._lost:
-            self._lost = True
-            self._protocol.connection_lost(error)
-
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing or not data:
             return
@@ -247,12 +251,6 @@ class ThreadWriteTransport(asyncio.WriteTransport):
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         self._protocol = protocol
-
-    def get_protocol(self) -> asyncio.BaseProtocol:
-        return self._protocol
-
-    def is_closing(self) -> bool:
-        return self._closing
 
     def close(self) -> None:
         """Write what is queued, then close the pipe (the reader sees EOF)."""
