@@ -290,8 +290,8 @@ def report(trays: list[Tray], args: argparse.Namespace, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--display", help="an X display with a system tray (default: start Xvfb)")
     args = parser.parse_args(argv)
