@@ -9,8 +9,9 @@ through qasync. That made core the Qt loop's hostage twice over:
   that to work around;
 - everywhere, each gateway call paid for the Qt loop's dispatch (qasync
   wakes Qt for every ``call_soon_threadsafe`` and runs asyncio's callbacks
-  between Qt's events): +0.29 ms (+22 %) at p50 with the window open,
-  measured by bench/gui_latency.py.
+  between Qt's events): with the window open a call took +17 % at p50 and
+  +52 % of the tray's CPU over headless; with core on its own loop, within
+  a few per cent of headless on both (bench/gui_latency.py, README: Measured).
 
 So the GUI starts ``CoreThread``: a daemon thread running a fresh event
 loop of this OS's default kind, where ``TrayService`` is built, started,
