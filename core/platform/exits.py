@@ -54,6 +54,28 @@ def _not_exited(popen: "subprocess.Popen[bytes]") -> bool:
     return popen.returncode is None and popen.poll() is None
 
 
+class _Once:
+    """A watch that tells ``on_exit`` once (never after ``close``); ``alive`` asks the Popen."""
+
+    def __init__(self, popen: "subprocess.Popen[bytes]", on_exit: OnExit) -> None:
+        self._popen = popen
+        self._on_exit = on_exit
+        self._done = False
+
+    def _tell(self) -> None:
+        if not self._done:
+            self._done = True
+            self._on_exit()
+
+    def alive(self) -> bool:
+        # For the wait thread: poll() returns None while the thread holds the
+        # wait, and the returncode is set the moment that wait returns.
+        return _not_exited(self._popen)
+
+    def close(self) -> None:
+        self._done = True
+
+
 class WaitThread:
     """A thread per child, blocked in ``Popen.wait`` until it exits."""
 
@@ -65,14 +87,12 @@ class WaitThread:
         return _Waiting(popen, loop, on_exit)
 
 
-class _Waiting:
+class _Waiting(_Once):
     def __init__(
         self, popen: "subprocess.Popen[bytes]", loop: asyncio.AbstractEventLoop, on_exit: OnExit
     ) -> None:
-        self._popen = popen
+        super().__init__(popen, on_exit)
         self._loop = loop
-        self._on_exit = on_exit
-        self._closed = False
         thread = threading.Thread(
             target=self._wait, name=f"mcp-tray exit watch {popen.pid}", daemon=True
         )
@@ -82,20 +102,7 @@ class _Waiting:
         self._popen.wait()
         # The loop may be gone (a tray shutting down): nobody is left to tell.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._fire)
-
-    def _fire(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._on_exit()
-
-    def alive(self) -> bool:
-        # poll() returns None while the watch thread holds the wait; the
-        # returncode is set the moment that wait returns.
-        return _not_exited(self._popen)
-
-    def close(self) -> None:
-        self._closed = True
+            self._loop.call_soon_threadsafe(self._tell)
 
 
 if sys.platform == "linux":
@@ -163,17 +170,15 @@ elif sys.platform != "win32":
         ) -> Watching:
             return _KqueueWatching(popen, loop, on_exit)
 
-    class _KqueueWatching:
+    class _KqueueWatching(_Once):
         def __init__(
             self,
             popen: "subprocess.Popen[bytes]",
             loop: asyncio.AbstractEventLoop,
             on_exit: OnExit,
         ) -> None:
-            self._popen = popen
+            super().__init__(popen, on_exit)
             self._loop = loop
-            self._on_exit = on_exit
-            self._done = False
             self._kq: select.kqueue | None = select.kqueue()
             event = select.kevent(
                 popen.pid,
@@ -192,12 +197,7 @@ elif sys.platform != "win32":
 
         def _fire(self) -> None:
             self._release()
-            if not self._done:
-                self._done = True
-                self._on_exit()
-
-        def alive(self) -> bool:
-            return _not_exited(self._popen)
+            self._tell()
 
         def _release(self) -> None:
             if self._kq is not None:
@@ -207,5 +207,5 @@ elif sys.platform != "win32":
                 self._kq = None
 
         def close(self) -> None:
-            self._done = True
+            super().close()
             self._release()
