@@ -26,6 +26,7 @@ from starlette.routing import Route
 from core.base.snapshot import WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
+from core.platform.memory import return_large_blocks
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
@@ -134,6 +135,7 @@ class TrayService:
 
     async def start(self) -> None:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
+        return_large_blocks()  # a large result must not leave its memory behind
         self.instance = Instance.acquire(self.paths)
         if self.subreaper:
             backends().reaper.enable(self.supervisor.owner)
