@@ -152,15 +152,21 @@ class Pool:
         self._writers: list[asyncio.StreamWriter] = []
 
     async def connect(self, size: int) -> None:
-        where = RawHttpClient(self.url, self.token)
         for _ in range(size):
-            reader, writer = await asyncio.open_connection(where.host, where.port)
-            self._writers.append(writer)
-            self._free.put_nowait((reader, writer))
+            self._free.put_nowait(await self._connection())
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        where = RawHttpClient(self.url, self.token)
+        reader, writer = await asyncio.open_connection(where.host, where.port)
+        self._writers.append(writer)
+        return reader, writer
 
     @contextlib.asynccontextmanager
     async def lend(self, client: RawHttpClient) -> AsyncIterator[RawHttpClient]:
         connection = await self._free.get()
+        if connection[0].at_eof():
+            # Idle past the tray's keep-alive (75 s), e.g. through a long aftermath.
+            connection = await self._connection()
         client.reader, client.writer = connection
         try:
             yield client

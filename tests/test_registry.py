@@ -218,6 +218,39 @@ def test_a_heartbeat_advances_last_heartbeat_and_leaves_started_at(
     assert after.beats == 1
 
 
+def test_heartbeat_many_renews_each_row_it_may_and_refuses_the_others_as_heartbeat_would(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    first = attach(registry, clock, client="cursor", session="sess-a")
+    second = attach(registry, clock, client="zed", session="sess-b")
+    clock.advance(30)
+    outcomes = registry.heartbeat_many(
+        [
+            (first.worker_identity, first.fencing_epoch),
+            (second.worker_identity, second.fencing_epoch + 1),
+            ("nobody:0000", 1),
+        ]
+    )
+    assert [o.renewed for o in outcomes] == [True, False, False]
+    assert outcomes[0].last_heartbeat_at == clock.now
+    assert outcomes[1].blocker_kind == BLOCKER_FENCED
+    assert outcomes[2].blocker_kind == BLOCKER_NO_ATTACHMENT
+    renewed, refused = registry.get(first.worker_identity), registry.get(second.worker_identity)
+    assert renewed is not None and renewed.last_heartbeat_at == clock.now and renewed.beats == 1
+    assert refused is not None and refused.refused_since_renewal and refused.beats == 0
+
+
+def test_others_version_moves_for_another_connections_commit_and_not_for_its_own(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    before = registry.others_version()
+    attach(registry, clock, client="cursor", session="sess-a")
+    assert registry.others_version() == before
+    with WorkerRegistry(registry.path, wall_clock=clock) as other:
+        attach(other, clock, client="zed", session="sess-b")
+    assert registry.others_version() != before
+
+
 def test_two_clients_are_two_rows_with_distinct_identities(
     registry: WorkerRegistry, clock: FakeWallClock
 ) -> None:

@@ -28,7 +28,7 @@ import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -119,8 +119,6 @@ class WorkerRegistry:
         #: Where ``now`` comes from when a method is not given one.
         self.wall_clock = wall_clock
         self._lock = threading.RLock()
-        #: Commits through this connection (PRAGMA data_version counts only others').
-        self._writes = 0
         self._conn = open_registry_file(self.path, busy_timeout)
         self._file = _file_identity(self.path)
 
@@ -142,11 +140,12 @@ class WorkerRegistry:
         self.close()
 
     @_damage_is_a_file_error
-    def change_stamp(self) -> tuple[int, int]:
-        """Differs from the last one whenever anyone committed since: lets a
-        reader skip re-reading an unchanged file (one cheap PRAGMA)."""
+    def others_version(self) -> int:
+        """Moves whenever another connection (a bridge, the CLI) committed, never
+        for this one's own commits, whose effect its caller knows: lets a reader
+        that applies its own writes to a copy skip re-reading (one cheap PRAGMA)."""
         with self._lock:
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -157,7 +156,6 @@ class WorkerRegistry:
             try:
                 yield conn
                 conn.execute("COMMIT")
-                self._writes += 1
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -257,29 +255,68 @@ class WorkerRegistry:
             # the worker invisible forever: say "no row", so it registers again.
             return HeartbeatOutcome.missing(worker_identity)
         with self._write() as conn:
-            record = self._select(conn, worker_identity)
-            if record is None:
-                return HeartbeatOutcome.missing(worker_identity)
-            drift = expectation_drift(
-                record,
+            return self._renew(
+                conn,
+                worker_identity,
+                moment,
                 fencing_epoch=fencing_epoch,
                 session_id=expected_session_id,
                 generation_id=expected_generation_id,
                 client_name=expected_client_name,
                 pid=expected_pid,
             )
-            if drift:
-                # Recorded so the Workers tab can tell "fenced" from "stale".
-                conn.execute(
-                    "UPDATE workers SET fenced_at = ? WHERE worker_identity = ?",
-                    (stored_time(moment), worker_identity),
-                )
-                return HeartbeatOutcome.fenced(worker_identity, drift)
+
+    @_damage_is_a_file_error
+    def heartbeat_many(
+        self, workers: Iterable[tuple[str, int]], *, now: datetime | None = None
+    ) -> list[HeartbeatOutcome]:
+        """``heartbeat`` for every (worker identity, fencing epoch), in one transaction:
+        the tray renews all its HTTP sessions' rows at once, and a thousand
+        commits would cost a thousand times what one does."""
+        moment = self._now(now)
+        workers = list(workers)
+        if self.replaced():
+            return [HeartbeatOutcome.missing(identity) for identity, _ in workers]
+        with self._write() as conn:
+            return [
+                self._renew(conn, identity, moment, fencing_epoch=epoch)
+                for identity, epoch in workers
+            ]
+
+    def _renew(
+        self,
+        conn: sqlite3.Connection,
+        worker_identity: str,
+        moment: datetime,
+        *,
+        fencing_epoch: int,
+        session_id: str | None = None,
+        generation_id: str | None = None,
+        client_name: str | None = None,
+        pid: int | None = None,
+    ) -> HeartbeatOutcome:
+        record = self._select(conn, worker_identity)
+        if record is None:
+            return HeartbeatOutcome.missing(worker_identity)
+        drift = expectation_drift(
+            record,
+            fencing_epoch=fencing_epoch,
+            session_id=session_id,
+            generation_id=generation_id,
+            client_name=client_name,
+            pid=pid,
+        )
+        if drift:
+            # Recorded so the Workers tab can tell "fenced" from "stale".
             conn.execute(
-                "UPDATE workers SET last_heartbeat_at = ?, beats = beats + 1 "
-                "WHERE worker_identity = ?",
+                "UPDATE workers SET fenced_at = ? WHERE worker_identity = ?",
                 (stored_time(moment), worker_identity),
             )
+            return HeartbeatOutcome.fenced(worker_identity, drift)
+        conn.execute(
+            "UPDATE workers SET last_heartbeat_at = ?, beats = beats + 1 WHERE worker_identity = ?",
+            (stored_time(moment), worker_identity),
+        )
         return HeartbeatOutcome(
             renewed=True, worker_identity=worker_identity, last_heartbeat_at=moment
         )
