@@ -428,8 +428,12 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
     me = psutil.Process()
     found = {loop: Calls() for loop in trays}
     try:
+        async def warm(client: RawHttpClient) -> None:
+            for _ in range(WARMUP_CALLS // 10):
+                await call(client)
+
         for sessions in clients.values():
-            await asyncio.gather(*(call(c) for c in sessions for _ in range(WARMUP_CALLS // 10)))
+            await asyncio.gather(*(warm(client) for client in sessions))
         order = list(trays)
         for block in range(max(1, round(seconds / BLOCK_SECONDS))):
             rotated = order[block % len(order) :] + order[: block % len(order)]

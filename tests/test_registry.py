@@ -25,6 +25,7 @@ from core.registry.records import (
     BLOCKER_NO_ATTACHMENT,
     OWNED,
     UNOWNED,
+    NewWorker,
     Registration,
 )
 from core.registry.schema import SCHEMA_VERSION
@@ -216,6 +217,25 @@ def test_a_heartbeat_advances_last_heartbeat_and_leaves_started_at(
     assert after.started_at == outcome.record.started_at
     assert after.last_heartbeat_at == clock.now > after.started_at
     assert after.beats == 1
+
+
+def test_register_many_writes_each_row_as_register_would_keeping_an_existing_ones_epoch(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    known = attach(registry, clock, client="cursor", session="sess-a")
+    registry.claim_generation(known.worker_identity)
+    clock.advance(10)
+    again, new = registry.register_many(
+        [
+            NewWorker(known.worker_identity, "cursor", "sess-a", "bridge", pid=7),
+            NewWorker("zed:0001", "Zed", "sess-b", "http-session", server="files"),
+        ]
+    )
+    assert not again.created and again.fencing_epoch == known.fencing_epoch + 1
+    assert again.record.pid == 7 and again.record.last_heartbeat_at == clock.now
+    assert new.created and new.fencing_epoch == INITIAL_FENCING_EPOCH
+    assert new.record.client_name == "zed" and new.record.started_at == clock.now
+    assert len(registry.list_workers()) == 2
 
 
 def test_heartbeat_many_renews_each_row_it_may_and_refuses_the_others_as_heartbeat_would(

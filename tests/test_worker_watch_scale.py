@@ -234,3 +234,21 @@ async def test_closing_an_http_session_removes_its_row_from_the_file_and_the_cop
     assert [row["worker_identity"] for row in rig.watch.rows] == [kept.worker_identity]
     assert rig.statuses() == {kept.id: "owned"}
     assert rig.watch.http_sessions == 1
+
+
+async def test_a_registry_deleted_while_running_gets_every_http_sessions_row_again(
+    rig: Rig,
+) -> None:
+    sessions = await rig.open_http(3)
+    path = rig.registry.path
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+    await rig.watch.refresh()
+
+    with WorkerRegistry(path) as fresh:
+        identities = {record.worker_identity for record in fresh.list_workers()}
+    assert identities == {session.worker_identity for session in sessions}
+    assert set(rig.statuses().values()) == {"owned"}
+    assert rig.watch.http_sessions == 3

@@ -44,6 +44,7 @@ from core.registry.records import (
     GenerationClaim,
     HeartbeatOutcome,
     Liveness,
+    NewWorker,
     Ownership,
     PidProbe,
     Registration,
@@ -173,7 +174,6 @@ class WorkerRegistry:
 
     # -- writes ------------------------------------------------------------
 
-    @_damage_is_a_file_error
     def register(
         self,
         *,
@@ -195,40 +195,68 @@ class WorkerRegistry:
         (never a second one), refreshes its heartbeat and keeps its
         started_at and fencing epoch, which it returns.
         """
-        if not heartbeat_ttl_seconds > 0:
-            raise ValueError(f"heartbeat_ttl_seconds must be > 0, got {heartbeat_ttl_seconds!r}")
+        worker = NewWorker(
+            worker_identity=worker_identity,
+            client_name=client_name,
+            session_id=session_id,
+            role=role,
+            server=server,
+            pid=pid,
+            heartbeat_ttl_seconds=heartbeat_ttl_seconds,
+            runtime_version=runtime_version,
+            generation_id=generation_id,
+            client_instance=client_instance,
+        )
+        return self.register_many([worker], now=now)[0]
+
+    @_damage_is_a_file_error
+    def register_many(
+        self, workers: Iterable[NewWorker], *, now: datetime | None = None
+    ) -> list[Registration]:
+        """``register`` for each of ``workers``, in one transaction: the tray
+        registers a burst of HTTP sessions' rows at once, one commit for all."""
+        workers = list(workers)
+        for worker in workers:
+            if not worker.heartbeat_ttl_seconds > 0:
+                raise ValueError(
+                    f"heartbeat_ttl_seconds must be > 0, got {worker.heartbeat_ttl_seconds!r}"
+                )
         stamp = stored_time(self._now(now))
-        client = normalize_client_name(client_name)
+        with self._write() as conn:
+            return [self._upsert(conn, worker, stamp) for worker in workers]
+
+    def _upsert(self, conn: sqlite3.Connection, worker: NewWorker, stamp: str) -> Registration:
+        identity = worker.worker_identity
         values = (
-            client_instance,
-            generation_id,
-            role,
-            server,
-            pid,
-            heartbeat_ttl_seconds,
-            runtime_version,
+            worker.client_instance,
+            worker.generation_id,
+            worker.role,
+            worker.server,
+            worker.pid,
+            worker.heartbeat_ttl_seconds,
+            worker.runtime_version,
             stamp,
         )
-        with self._write() as conn:
-            existing = self._select(conn, worker_identity)
-            if existing is None:
-                conn.execute(
-                    "INSERT INTO workers (client_instance, generation_id, role, server, pid, "
-                    "heartbeat_ttl_seconds, runtime_version, last_heartbeat_at, "
-                    "worker_identity, client_name, session_id, started_at, fencing_epoch) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*values, worker_identity, client, session_id, stamp, INITIAL_FENCING_EPOCH),
-                )
-            else:
-                conn.execute(
-                    "UPDATE workers SET client_instance = ?, generation_id = ?, role = ?, "
-                    "server = ?, pid = ?, heartbeat_ttl_seconds = ?, runtime_version = ?, "
-                    "last_heartbeat_at = ? WHERE worker_identity = ?",
-                    (*values, worker_identity),
-                )
-            record = self._select(conn, worker_identity)
+        existing = self._select(conn, identity)
+        if existing is None:
+            client = normalize_client_name(worker.client_name)
+            conn.execute(
+                "INSERT INTO workers (client_instance, generation_id, role, server, pid, "
+                "heartbeat_ttl_seconds, runtime_version, last_heartbeat_at, "
+                "worker_identity, client_name, session_id, started_at, fencing_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, identity, client, worker.session_id, stamp, INITIAL_FENCING_EPOCH),
+            )
+        else:
+            conn.execute(
+                "UPDATE workers SET client_instance = ?, generation_id = ?, role = ?, "
+                "server = ?, pid = ?, heartbeat_ttl_seconds = ?, runtime_version = ?, "
+                "last_heartbeat_at = ? WHERE worker_identity = ?",
+                (*values, identity),
+            )
+        record = self._select(conn, identity)
         assert record is not None  # written in this very transaction
-        return Registration(worker_identity, record.fencing_epoch, existing is None, record)
+        return Registration(identity, record.fencing_epoch, existing is None, record)
 
     @_damage_is_a_file_error
     def heartbeat(

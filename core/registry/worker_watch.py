@@ -49,8 +49,9 @@ from core.registry.identity import worker_identity
 from core.registry.records import (
     DEFAULT_HEARTBEAT_TTL_SECONDS,
     ROLE_HTTP_SESSION,
+    NewWorker,
     PidProbe,
-    WorkerRecord,
+    Registration,
     default_pid_probe,
 )
 from core.registry.registry_copy import Judged, RegistryCopy, judge
@@ -140,6 +141,9 @@ class WorkerWatch:
         self._copy = RegistryCopy(publish, pid_probe or _probe_knowing_self(os.getpid()))
         self._http: dict[str, _HttpWorker] = {}
         self._sessions: dict[str, ClientSessionView] = {}
+        #: HTTP sessions waiting for their row (registered in batches).
+        self._queued: list[ClientSessionView] = []
+        self._registrar: asyncio.Task[Any] | None = None
         #: Sessions opened with a worker row named, not judged yet.
         self._unjudged: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -209,7 +213,9 @@ class WorkerWatch:
     def session_opened(self, session: ClientSessionView) -> None:
         self._sessions[session.id] = session
         if session.kind == "http" and self.registry is not None:
-            self._spawn(self._register(session))
+            self._queued.append(session)
+            if self._registrar is None or self._registrar.done():
+                self._registrar = self._spawn(self._register_queued())
         elif session.worker_identity is not None:
             self._unjudged.add(session.id)
 
@@ -221,42 +227,58 @@ class WorkerWatch:
         if worker is not None:
             self._spawn(self._unregister(worker.identity))
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
         task = asyncio.get_running_loop().create_task(coro)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+        return task
 
-    async def _register(self, session: ClientSessionView) -> None:
+    async def _register_queued(self) -> None:
+        """Rows for the HTTP sessions queued so far, in one transaction: a burst
+        of opens costs one commit and one thread hop per batch, not per session."""
         registry = self.registry
         assert registry is not None
-        started = registry.wall_clock()
-        identity = worker_identity(session.client_name, session.id, started)
+        # Sessions that open meanwhile queue for the next batch (this task's job too).
+        await asyncio.sleep(0)
+        while self._queued:
+            batch, self._queued = self._queued, []
+            started = registry.wall_clock()
+            workers = [
+                self._new_worker(s, worker_identity(s.client_name, s.id, started)) for s in batch
+            ]
+            registered: list[Registration] | None = await self._registry_call(
+                registry.register_many, workers
+            )
+            if registered is None:
+                continue
+            now = self._now()
+            records, claims, gone = [], [], []
+            for session, registration in zip(batch, registered, strict=True):
+                identity, epoch = registration.worker_identity, registration.fencing_epoch
+                if session.closed:
+                    gone.append(identity)
+                    continue
+                session.worker_identity = identity
+                self._http[session.id] = _HttpWorker(identity, epoch)
+                records.append(registration.record)
+                claims.append(SessionClaim(session.id, identity, session.id, epoch))
+            # Their own rows and their own verdicts; nothing else changed.
+            self._copy.learn(records, now)
+            self._copy.judge_claims(claims, now)
+            if gone:
+                await self._registry_call(self._remove_all, gone)
 
-        def register() -> WorkerRecord:
-            return registry.register(
-                worker_identity=identity,
-                client_name=session.client_name,
-                session_id=session.id,
-                role=ROLE_HTTP_SESSION,
-                server=session.server,
-                pid=os.getpid(),
-                heartbeat_ttl_seconds=self.ttl,
-                runtime_version=__version__,
-            ).record
-
-        record: WorkerRecord | None = await self._registry_call(register)
-        if record is None:
-            return
-        if session.closed:
-            await self._registry_call(self._remove, identity)
-            return
-        session.worker_identity = identity
-        self._http[session.id] = _HttpWorker(identity, record.fencing_epoch)
-        # Its own row and its own verdict; nothing else changed.
-        now = self._now()
-        self._copy.learn([record], now)
-        claim = SessionClaim(session.id, identity, session.id, record.fencing_epoch)
-        self._copy.judge_claims([claim], now)
+    def _new_worker(self, session: ClientSessionView, identity: str) -> NewWorker:
+        return NewWorker(
+            worker_identity=identity,
+            client_name=session.client_name,
+            session_id=session.id,
+            role=ROLE_HTTP_SESSION,
+            server=session.server,
+            pid=os.getpid(),
+            heartbeat_ttl_seconds=self.ttl,
+            runtime_version=__version__,
+        )
 
     async def _unregister(self, identity: str) -> None:
         if await self._registry_call(self._remove, identity) is not None:
@@ -264,6 +286,10 @@ class WorkerWatch:
 
     def _remove(self, identity: str) -> bool:
         return self.registry is not None and self.registry.remove(identity)
+
+    def _remove_all(self, identities: list[str]) -> None:
+        for identity in identities:
+            self._remove(identity)
 
     async def _beat_loop(self) -> None:
         interval = heartbeat_interval_for(self.ttl)
@@ -458,25 +484,14 @@ class WorkerWatch:
         logger.warning("worker registry %s was replaced: opened it again", self.path)
         self._set_problem(None)
         # Our own HTTP sessions' rows lived in the old file: write them again.
-        for session_id, worker in list(self._http.items()):
-            epoch = await self._registry_call(self._reregister, session_id, worker.identity)
-            if epoch is not None:
-                self._http[session_id] = _HttpWorker(worker.identity, epoch)
+        ours = [(i, w) for i, w in self._http.items() if i in self._sessions]
+        workers = [self._new_worker(self._sessions[i], w.identity) for i, w in ours]
+        registered = await self._registry_call(fresh.register_many, workers)
+        for (session_id, _), registration in zip(ours, registered or (), strict=False):
+            self._http[session_id] = _HttpWorker(
+                registration.worker_identity, registration.fencing_epoch
+            )
         return fresh
-
-    def _reregister(self, session_id: str, identity: str) -> int:
-        assert self.registry is not None
-        session = self._sessions.get(session_id)
-        return self.registry.register(
-            worker_identity=identity,
-            client_name=session.client_name if session else "unknown",
-            session_id=session_id,
-            role=ROLE_HTTP_SESSION,
-            server=session.server if session else None,
-            pid=os.getpid(),
-            heartbeat_ttl_seconds=self.ttl,
-            runtime_version=__version__,
-        ).fencing_epoch
 
     def _set_problem(self, problem: str | None) -> None:
         if problem == self.registry_problem:
