@@ -15,8 +15,9 @@ Opens (``--opens 100,500,1000``), on a fresh tray for each count N:
    first BASELINE_SECONDS of nothing (the idle tray), then BASELINE_SECONDS
    of the probe alone;
 2. N sessions are opened (``initialize`` + ``notifications/initialized``),
-   OPEN_CONCURRENCY at a time over as many keep-alive connections (a session
-   is not tied to a connection, and the gateway caps connections at 512);
+   at most OPEN_CONCURRENCY at a time over as many keep-alive connections (a
+   session is not tied to a connection, and the gateway caps connections at
+   512): as fast as they go, or ``--open-rate`` per second;
 3. from the last open on, the tray's CPU is sampled every SAMPLE_SECONDS
    until it is quiet: a QUIET_SECONDS stretch costing no more than the probe
    alone did, plus QUIET_MARGIN of a core. "Quiet after" is the time from the
@@ -70,7 +71,7 @@ from core.settings.paths import default_paths
 DEFAULT_OPENS: Final = (100, 500, 1000)
 DEFAULT_SESSIONS: Final = (1, 8, 32, 64)
 OPEN_CONCURRENCY: Final = 16
-PROBE_INTERVAL_SECONDS: Final = 0.01
+PROBE_INTERVAL_SECONDS: Final = 0.005
 BASELINE_SECONDS: Final = 2.0
 SAMPLE_SECONDS: Final = 0.1
 QUIET_SECONDS: Final = 1.0
@@ -239,6 +240,8 @@ class Probe:
 class Opens:
     count: int
     idle_seconds: float
+    #: Sessions opened per second asked for; 0: as fast as OPEN_CONCURRENCY lets them.
+    rate: float
     open_seconds: float = 0.0
     cpu_open: float = 0.0
     cpu_after: float = 0.0
@@ -283,9 +286,11 @@ async def until_quiet(process: psutil.Process, allowed: float) -> tuple[float | 
             return None, samples[-1][1] - samples[0][1]
 
 
-async def measure_opens(tray: Tray, home: Path, count: int, idle_seconds: float) -> Opens:
+async def measure_opens(
+    tray: Tray, home: Path, count: int, idle_seconds: float, rate: float
+) -> Opens:
     process = tray_process(tray)
-    result = Opens(count, idle_seconds)
+    result = Opens(count, idle_seconds, rate)
     pool = Pool(tray)
     await pool.connect(OPEN_CONCURRENCY)
     probe = Probe(await connected_session(tray))
@@ -305,11 +310,18 @@ async def measure_opens(tray: Tray, home: Path, count: int, idle_seconds: float)
             for _ in range(share):
                 sessions.append(await pool.open_session())
 
-        shares = [
-            count // OPEN_CONCURRENCY + (i < count % OPEN_CONCURRENCY)
-            for i in range(OPEN_CONCURRENCY)
-        ]
-        await asyncio.gather(*(opener(share) for share in shares))
+        if rate:
+            openers = []
+            for i in range(count):
+                await asyncio.sleep(max(0.0, began + i / rate - time.perf_counter()))
+                openers.append(asyncio.create_task(opener(1)))
+            await asyncio.gather(*openers)
+        else:
+            shares = [
+                count // OPEN_CONCURRENCY + (i < count % OPEN_CONCURRENCY)
+                for i in range(OPEN_CONCURRENCY)
+            ]
+            await asyncio.gather(*(opener(share) for share in shares))
         result.open_seconds = time.perf_counter() - began
         result.cpu_open = cpu_seconds(process) - cpu_began
 
@@ -351,9 +363,10 @@ def _p(values: list[float], share: float) -> float:
 def report_opens(result: Opens, command: str) -> None:
     n = result.count
     print(f"\nopens: {n} sessions  (reproduce: {command})")
+    pace = f"paced at {result.rate:g}/s" if result.rate else "as fast as they go"
     print(
         f"  opened in {result.open_seconds:.2f} s = {n / result.open_seconds:,.0f} sessions/s "
-        f"({OPEN_CONCURRENCY} at a time)"
+        f"({pace}, at most {OPEN_CONCURRENCY} at a time)"
     )
     # The probe's own cost over the burst is not the opens' cost.
     own = max(0.0, result.cpu_open - result.probe_rate * result.open_seconds)
@@ -369,14 +382,17 @@ def report_opens(result: Opens, command: str) -> None:
         "per open"
     )
     before = result.probe.get("before", [])
-    during = result.probe.get("burst", []) + result.probe.get("after", [])
-    ratio = _p(during, 0.99) / _p(before, 0.99)
     print(
-        f"  probe calls before: p50 {_ms(_p(before, 0.5))} p99 {_ms(_p(before, 0.99))} "
-        f"({len(before)}); during the burst and until quiet: p50 {_ms(_p(during, 0.5))} "
-        f"p99 {_ms(_p(during, 0.99))} ({len(during)}) = {ratio:.2f}x at p99 "
-        f"(target <= {TARGET_P99_RATIO:g}x)"
+        f"  probe calls (one session, every {PROBE_INTERVAL_SECONDS * 1000:g} ms) before the "
+        f"opens: p50 {_ms(_p(before, 0.5))} p99 {_ms(_p(before, 0.99))} ({len(before)})"
     )
+    for phase, what in (("burst", "during the opens"), ("after", "after them, until quiet")):
+        found = result.probe.get(phase, [])
+        print(
+            f"    {what}: p50 {_ms(_p(found, 0.5))} p99 {_ms(_p(found, 0.99))} ({len(found)}) "
+            f"= {_p(found, 0.99) / _p(before, 0.99):.2f}x at p99 "
+            f"(target <= {TARGET_P99_RATIO:g}x)"
+        )
     rss, fds, rows = result.rss, result.fds, result.rows
     held = (rss["idle"] - rss["before"]) / MIB
     print(
@@ -428,6 +444,7 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
     me = psutil.Process()
     found = {loop: Calls() for loop in trays}
     try:
+
         async def warm(client: RawHttpClient) -> None:
             for _ in range(WARMUP_CALLS // 10):
                 await call(client)
@@ -509,13 +526,14 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
         for count in args.opens:
             home = homes()
             with running_tray(home, loops[0]) as tray:
-                result = await measure_opens(tray, home, count, args.idle_seconds)
+                result = await measure_opens(tray, home, count, args.idle_seconds, args.open_rate)
             report_opens(
                 result,
                 _command(
                     "--only opens",
                     f"--opens {count}",
                     f"--idle-seconds {args.idle_seconds:g}",
+                    f"--open-rate {args.open_rate:g}",
                     f"--loops {loops[0]}",
                 ),
             )
@@ -548,6 +566,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--loops", type=_loops, default=("asyncio",), help="asyncio, uvloop or asyncio,uvloop"
+    )
+    parser.add_argument(
+        "--open-rate",
+        type=float,
+        default=0.0,
+        help="sessions opened per second (0: as fast as they go, 16 at a time)",
     )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     args = parser.parse_args(argv)

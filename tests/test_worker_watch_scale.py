@@ -92,7 +92,7 @@ class Rig:
                 session_id=f"client-{session_id}",
                 role=ROLE_BRIDGE,
                 server="echo",
-                pid=os.getpid(),
+                pid=os.getppid(),
                 heartbeat_ttl_seconds=60,
             )
         session = ClientSession(
@@ -252,3 +252,16 @@ async def test_a_registry_deleted_while_running_gets_every_http_sessions_row_aga
     assert identities == {session.worker_identity for session in sessions}
     assert set(rig.statuses().values()) == {"owned"}
     assert rig.watch.http_sessions == 3
+
+
+async def test_judging_again_for_the_clock_skips_the_trays_own_live_rows(rig: Rig) -> None:
+    await rig.open_http(50)
+    bridge = rig.bridge("gw-bridge")
+    await rig.watch.refresh()
+    rig.clock.advance(ROWS_REJUDGE_SECONDS)
+    before = rig.cost()
+    await rig.watch.refresh(force=False)
+
+    # Only the bridge's row and its claim: its pid may have died; ours cannot.
+    assert spent(before, rig.cost()) == (0, 2)
+    assert rig.statuses()[bridge.id] == "owned"

@@ -54,18 +54,32 @@ def judge(
 
 
 class RegistryCopy:
-    def __init__(self, publish: Callable[[Event], None], pid_probe: PidProbe) -> None:
+    def __init__(self, publish: Callable[[Event], None], pid_probe: PidProbe, own_pid: int) -> None:
         self._publish = publish
         #: Whether a row's pid runs; tests count judgements through it.
         self.pid_probe = pid_probe
+        #: This process's pid: a row of ours never has a dead pid.
+        self.own_pid = own_pid
         #: Every row as last known, by worker identity, and as JSON.
         self.records: dict[str, WorkerRecord] = {}
         self._rows: dict[str, JsonRow] = {}
         self._ownership: dict[str, SessionOwnership] = {}
 
-    @property
-    def rows(self) -> list[JsonRow]:
-        return list(self._rows.values())
+    def rows_at(self, now: datetime) -> list[JsonRow]:
+        """Every row, its age measured at ``now`` (its verdict as last judged)."""
+        return [
+            {**row, "heartbeat_age_seconds": _age(self.records[identity], now)}
+            for identity, row in self._rows.items()
+        ]
+
+    def due(self, now: datetime) -> dict[str, WorkerRecord]:
+        """The rows whose verdict may have changed since they were judged without
+        anyone writing: past their TTL, or of another process (its pid may have died)."""
+        return {
+            identity: record
+            for identity, record in self.records.items()
+            if record.pid != self.own_pid or _age(record, now) > record.heartbeat_ttl_seconds
+        }
 
     @property
     def ownership(self) -> Mapping[str, SessionOwnership]:
@@ -131,6 +145,10 @@ class RegistryCopy:
             ):
                 standing[session_id] = verdict
         self.take(standing)
+
+
+def _age(record: WorkerRecord, now: datetime) -> float:
+    return round((now - record.last_heartbeat_at).total_seconds(), 3)
 
 
 def _without_ages(rows: Iterable[JsonRow]) -> list[JsonRow]:

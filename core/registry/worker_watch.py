@@ -138,7 +138,8 @@ class WorkerWatch:
         #: Problems of mcp-tray's own (registry unusable, token in a file).
         self.own_warnings: list[str] = [registry_problem] if registry_problem else []
         self._clock = clock
-        self._copy = RegistryCopy(publish, pid_probe or _probe_knowing_self(os.getpid()))
+        own_pid = os.getpid()
+        self._copy = RegistryCopy(publish, pid_probe or _probe_knowing_self(own_pid), own_pid)
         self._http: dict[str, _HttpWorker] = {}
         self._sessions: dict[str, ClientSessionView] = {}
         #: HTTP sessions waiting for their row (registered in batches).
@@ -170,9 +171,9 @@ class WorkerWatch:
 
     @property
     def rows(self) -> list[JsonRow]:
-        """Every row as ``mcp-tray workers --json`` shows it, oldest first; ages as
-        of the row's last change or judgement (at most ``ROWS_REJUDGE_SECONDS`` old)."""
-        return self._copy.rows
+        """Every row as ``mcp-tray workers --json`` shows it, oldest first: its age
+        as of now, its status as last judged (at most ``ROWS_REJUDGE_SECONDS`` ago)."""
+        return self._copy.rows_at(self._now()) if self.registry is not None else []
 
     @property
     def session_ownership(self) -> Mapping[str, SessionOwnership]:
@@ -366,11 +367,19 @@ class WorkerWatch:
             self._copy.judge_claims(claims, self._now())
 
     async def _judge_all(self, registry: WorkerRegistry, *, read: bool) -> None:
-        """Every row and every claim judged off the loop: from the file (``read``)
-        or from the copy as it is now."""
-        claims = {s.id: c for s in self._sessions.values() if (c := self._claim(s)) is not None}
-        self._unjudged.clear()
-        copy = dict(self._copy.records)
+        """Every row and every claim judged off the loop, from the file (``read``);
+        or from the copy, the rows ``due`` and the claims on them."""
+        copy = {} if read else self._copy.due(self._now())
+        if read:
+            self._unjudged.clear()
+        elif not copy:
+            return
+        claims = {
+            session.id: claim
+            for session in self._sessions.values()
+            if (claim := self._claim(session)) is not None
+            and (read or claim.worker_identity in copy)
+        }
         probe = self._copy.pid_probe
 
         def judged() -> tuple[int | None, Judged]:
