@@ -265,9 +265,15 @@ class Tray:
     """A headless tray in a subprocess, from a private home; always stopped by ``stop``."""
 
     def __init__(
-        self, home: Path, profile: Path | None, runner: tuple[str, ...] = ("-m", "core.cli.main")
+        self,
+        home: Path,
+        profile: Path | None,
+        runner: tuple[str, ...] = ("-m", "core.cli.main"),
+        server: Path = ECHO_SCRIPT,
     ) -> None:
         self.home = home
+        #: The script of the one server, ``echo`` (bench/scale.py may serve a leaner one).
+        self.server = server
         self.config = home / "bench-config.json"
         self.log = home / "tray-output.log"
         self.profile = profile
@@ -305,7 +311,7 @@ class Tray:
         )
 
     def start(self) -> None:
-        config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}}}
+        config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(self.server)]}}}
         self.config.write_text(json.dumps(config, indent=2))
         runner = list(self.runner)
         if self.profile is not None:

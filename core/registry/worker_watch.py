@@ -307,13 +307,14 @@ class WorkerWatch:
         outcomes = await self._registry_call(registry.heartbeat_many, workers)
         renewed = []
         for outcome in outcomes or ():
-            record = self._copy.records.get(outcome.worker_identity)
-            if outcome.renewed and record is not None and outcome.last_heartbeat_at:
-                renewed.append(
-                    dataclasses.replace(
-                        record, last_heartbeat_at=outcome.last_heartbeat_at, beats=record.beats + 1
+            if outcome.renewed:
+                # None: its session closed meanwhile, and its row went.
+                record = self._copy.records.get(outcome.worker_identity)
+                if record is not None and outcome.last_heartbeat_at is not None:
+                    beat = outcome.last_heartbeat_at
+                    renewed.append(
+                        dataclasses.replace(record, last_heartbeat_at=beat, beats=record.beats + 1)
                     )
-                )
             elif not outcome.transient:
                 logger.warning("HTTP session worker not renewed: %s", outcome)
                 # Someone else changed the row: read them all again.
