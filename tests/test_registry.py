@@ -238,6 +238,16 @@ def test_register_many_writes_each_row_as_register_would_keeping_an_existing_one
     assert len(registry.list_workers()) == 2
 
 
+def test_remove_many_deletes_the_rows_it_names_and_counts_those_that_were_there(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    gone = attach(registry, clock, client="cursor", session="sess-a")
+    kept = attach(registry, clock, client="zed", session="sess-b")
+    assert registry.remove_many([gone.worker_identity, "nobody:0000"]) == 1
+    assert [w.worker_identity for w in registry.list_workers()] == [kept.worker_identity]
+    assert not registry.remove(gone.worker_identity)
+
+
 def test_heartbeat_many_renews_each_row_it_may_and_refuses_the_others_as_heartbeat_would(
     registry: WorkerRegistry, clock: FakeWallClock
 ) -> None:

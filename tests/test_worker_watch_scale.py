@@ -265,3 +265,15 @@ async def test_judging_again_for_the_clock_skips_the_trays_own_live_rows(rig: Ri
     # Only the bridge's row and its claim: its pid may have died; ours cannot.
     assert spent(before, rig.cost()) == (0, 2)
     assert rig.statuses()[bridge.id] == "owned"
+
+
+async def test_closing_the_watch_removes_every_row_the_tray_wrote_and_no_other(
+    rig: Rig, tmp_path: Path
+) -> None:
+    await rig.open_http(5)
+    bridge = rig.bridge("gw-bridge")
+    await rig.watch.aclose()
+
+    with WorkerRegistry(tmp_path / "registry.sqlite") as after:
+        left = [record.worker_identity for record in after.list_workers()]
+    assert left == [bridge.worker_identity]

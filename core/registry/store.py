@@ -399,14 +399,18 @@ class WorkerRegistry:
             )
         return GenerationClaim(True, worker_identity, epoch, record.fencing_epoch)
 
-    @_damage_is_a_file_error
     def remove(self, worker_identity: str) -> bool:
         """Delete the row; True when there was one."""
+        return self.remove_many([worker_identity]) > 0
+
+    @_damage_is_a_file_error
+    def remove_many(self, worker_identities: Iterable[str]) -> int:
+        """Delete these rows in one transaction; how many there were."""
         with self._write() as conn:
-            cursor = conn.execute(
-                "DELETE FROM workers WHERE worker_identity = ?", (worker_identity,)
+            cursor = conn.executemany(
+                "DELETE FROM workers WHERE worker_identity = ?", [(i,) for i in worker_identities]
             )
-            return cursor.rowcount > 0
+            return cursor.rowcount
 
     @_damage_is_a_file_error
     def remove_expired(self, *, grace_seconds: float, now: datetime | None = None) -> int:

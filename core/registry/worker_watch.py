@@ -151,6 +151,7 @@ class WorkerWatch:
         #: One-off registry work started by sessions opening and closing.
         self._pending: set[asyncio.Task[Any]] = set()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="mcp-tray-registry")
+        self._closed = False
         #: PRAGMA data_version at the last read of every row (None: read them again).
         self._others: int | None = None
         self._read_at = self._judged_at = self._expired_at = -math.inf
@@ -196,14 +197,18 @@ class WorkerWatch:
         await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         # Registrations and removals the closing sessions started finish
         # before the database closes under them.
         await self.settled()
-        for identity in [w.identity for w in self._http.values()]:
-            await self._registry_call(self._remove, identity)
+        if self._http and self.registry is not None:
+            ours = [w.identity for w in self._http.values()]
+            await self._registry_call(self.registry.remove_many, ours)
         self._http.clear()
         if self.registry is not None:
             await self._registry_call(self.registry.close)
@@ -267,7 +272,7 @@ class WorkerWatch:
             self._copy.learn(records, now)
             self._copy.judge_claims(claims, now)
             if gone:
-                await self._registry_call(self._remove_all, gone)
+                await self._registry_call(registry.remove_many, gone)
 
     def _new_worker(self, session: ClientSessionView, identity: str) -> NewWorker:
         return NewWorker(
@@ -287,10 +292,6 @@ class WorkerWatch:
 
     def _remove(self, identity: str) -> bool:
         return self.registry is not None and self.registry.remove(identity)
-
-    def _remove_all(self, identities: list[str]) -> None:
-        for identity in identities:
-            self._remove(identity)
 
     async def _beat_loop(self) -> None:
         interval = heartbeat_interval_for(self.ttl)
