@@ -10,9 +10,11 @@ bridge process does. Work is counted, never timed, through two seams: the
 registry is a ``WorkerRegistry`` that counts the rows its reads hand back,
 and the pid probe, asked once per row or claim judged, counts judgements.
 Time moves by hand: a ``FakeWallClock`` for row ages, a ``FakeClock`` for
-the watch's timers.
+the watch's timers. One test runs the whole path instead: a real TrayService,
+SDK clients over streamable HTTP, a real echo child.
 """
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -31,7 +33,9 @@ from core.registry.worker_watch import (
     WorkerWatch,
 )
 from core.serving.sessions import ClientSession
+from tests.conftest import ECHO, python_server, wait_ready, wait_until
 from tests.fakes import FakeClock, FakeWallClock
+from tests.gateway_support import Services, http_client
 
 
 class CountingRegistry(WorkerRegistry):
@@ -277,3 +281,23 @@ async def test_closing_the_watch_removes_every_row_the_tray_wrote_and_no_other(
     with WorkerRegistry(tmp_path / "registry.sqlite") as after:
         left = [record.worker_identity for record in after.list_workers()]
     assert left == [bridge.worker_identity]
+
+
+async def test_direct_http_sessions_get_their_rows_and_verdicts_and_lose_them_when_they_end(
+    services: Services,
+) -> None:
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+
+    def owned() -> list[dict[str, object]]:
+        sessions = [s for s in service.sessions_json() if s["kind"] == "http"]
+        return sessions if [s["ownership"] for s in sessions] == ["owned"] * 3 else []
+
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(3):
+            await stack.enter_async_context(http_client(service, "echo"))
+        sessions = await wait_until(owned, what="three HTTP sessions held by their rows")
+        rows = {row["worker_identity"] for row in service.workers_json()}
+        assert {session["worker_identity"] for session in sessions} == rows
+
+    await wait_until(lambda: not service.workers_json(), what="the sessions' rows gone")
