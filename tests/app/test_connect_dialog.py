@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontInfo
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
@@ -63,7 +63,8 @@ def test_the_dialog_lists_the_servers_all_checked_and_previews_the_diff(
     assert diff.startswith(f"--- {path}\n+++ {path}\n")
     assert '+        "echo": {' in diff and '+        "notes": {' in diff
     assert shown.preview.isReadOnly()
-    assert QFontInfo(shown.preview.font()).fixedPitch()
+    # The font asked for, not the one a machine's installed fonts resolve it to.
+    assert shown.preview.font() == QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     assert shown.install_button.isEnabled()
     assert "restart Cursor" in shown.status.text()
 
