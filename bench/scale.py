@@ -3,11 +3,13 @@ and how many calls per second it serves to many sessions.
 
 Everything is a real process: a headless tray (``mcp-tray run --headless``,
 bench/gateway.py's ``Tray``) on a private MCP_TRAY_HOME with one server,
-``echo`` (tests/servers/echo.py), and this process as the client. The client
-speaks the handshake era by hand with bench/gateway.py's ``RawHttpClient``
-(HTTP/1.1 keep-alive, Content-Length bodies, json only, no SDK), so what is
-measured is the tray, not a client library. CPU and RSS are the tray
-process's own (psutil), never its echo.py child's.
+``echo``, and this process as the client. The client speaks the handshake
+era by hand with bench/gateway.py's ``RawHttpClient`` (HTTP/1.1 keep-alive,
+Content-Length bodies, json only, no SDK), and the echo child is written by
+hand too (bench/lean_echo.py; ``--child sdk`` serves tests/servers/echo.py,
+whose ~2 ms of CPU per call then caps the calls/s), so what is measured is
+the tray, not a client or a server library. CPU and RSS are the tray
+process's own (psutil); the calls section shows the child's CPU beside it.
 
 Opens (``--opens 100,500,1000``), on a fresh tray for each count N:
 
@@ -30,8 +32,9 @@ Opens (``--opens 100,500,1000``), on a fresh tray for each count N:
    passed), RSS, fds and rows again.
 
 Calls (``--sessions 1,8,32,64``): S sessions, each on its own connection,
-call ``echo`` back to back; calls/s, tray CPU per call, p50/p99, and this
-process's CPU (a client near one core would be the limit, not the tray).
+call ``echo`` back to back; calls/s, tray CPU per call, p50/p99, the child's
+CPU and this process's (a client or child near one core would be the limit,
+not the tray).
 With ``--loops asyncio,uvloop`` there is one tray per loop, and their blocks
 of BLOCK_SECONDS are interleaved, the first loop rotating, so the noise of
 a small shared machine hits each alike. The uvloop tray runs the same CLI
