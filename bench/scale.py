@@ -13,21 +13,23 @@ process's own (psutil); the calls section shows the child's CPU beside it.
 
 Opens (``--opens 100,500,1000``), on a fresh tray for each count N:
 
-1. a probe session calls ``echo`` every PROBE_INTERVAL_SECONDS throughout;
-   first BASELINE_SECONDS of nothing (the idle tray), then BASELINE_SECONDS
-   of the probe alone;
+1. a probe session calls ``echo`` every PROBE_INTERVAL_SECONDS (its
+   latencies before, during and after the opens are compared); first
+   BASELINE_SECONDS of nothing (the idle tray), then BASELINE_SECONDS of the
+   probe alone;
 2. N sessions are opened (``initialize`` + ``notifications/initialized``),
    at most OPEN_CONCURRENCY at a time over as many keep-alive connections (a
    session is not tied to a connection, and the gateway caps connections at
    512): as fast as they go, or ``--open-rate`` per second;
-3. from the last open on, the tray's CPU is sampled every SAMPLE_SECONDS
-   until it is quiet: a QUIET_SECONDS stretch costing no more than the probe
-   alone did, plus QUIET_MARGIN of a core. "Quiet after" is the time from the
-   last open to the start of that stretch; the CPU spent until then is the
-   aftermath;
-4. the probe stops; with the N sessions idle (nothing sent), the tray's CPU
-   over ``--idle-seconds`` (longer than the 20 s heartbeat interval of the
-   HTTP sessions' worker rows), then its RSS, open fds and registry rows;
+3. the probe stops at the last open; from then on, the tray's CPU is sampled
+   every SAMPLE_SECONDS until it is quiet: a QUIET_SECONDS stretch costing no
+   more than the idle tray did, plus QUIET_MARGIN of a core (at most
+   SETTLE_MAX_SECONDS). "Quiet after" is the time from the last open to the
+   start of that stretch; the CPU spent until then is the aftermath. Then the
+   probe calls again for BASELINE_SECONDS ("once quiet again");
+4. with the N sessions idle (nothing sent), the tray's CPU over
+   ``--idle-seconds`` (longer than the 20 s heartbeat interval of the HTTP
+   sessions' worker rows), then its RSS, open fds and registry rows;
 5. every session is DELETEd; once its rows are gone (or CLOSE_WAIT_SECONDS
    passed), RSS, fds and rows again.
 
@@ -335,10 +337,16 @@ async def measure_opens(
         result.open_seconds = time.perf_counter() - began
         result.cpu_open = cpu_seconds(process) - cpu_began
 
-        probe.phase = "after"
+        # Quiet is judged with nothing sent: the probe's own calls cost more once
+        # many sessions' objects are alive (the collector walks them), which is
+        # not an aftermath of the opens.
+        await probe.stop()
         result.quiet_after, result.cpu_after = await until_quiet(
-            process, result.probe_rate + QUIET_MARGIN
+            process, result.idle_rate_before + QUIET_MARGIN
         )
+        probe.phase = "after"
+        probe.start()
+        await asyncio.sleep(BASELINE_SECONDS)
         await probe.stop()
         result.probe = dict(probe.latencies)
 
@@ -385,18 +393,17 @@ def report_opens(result: Opens, command: str) -> None:
         f"(probe's own share taken out; target <= {TARGET_CPU_PER_OPEN_MS:g} ms)"
     )
     quiet = "never" if result.quiet_after is None else f"{result.quiet_after:.1f} s"
-    after = max(0.0, result.cpu_after - result.probe_rate * (result.quiet_after or 0.0))
     print(
         f"  quiet after the last open: {quiet} (target <= {TARGET_QUIET_SECONDS:g} s); "
-        f"CPU until then {result.cpu_after:.2f} s; with it, {(own + after) / n * 1000:.2f} ms "
-        "per open"
+        f"CPU until then {result.cpu_after:.2f} s; with it, "
+        f"{(own + result.cpu_after) / n * 1000:.2f} ms per open"
     )
     before = result.probe.get("before", [])
     print(
         f"  probe calls (one session, every {PROBE_INTERVAL_SECONDS * 1000:g} ms) before the "
         f"opens: p50 {_ms(_p(before, 0.5))} p99 {_ms(_p(before, 0.99))} ({len(before)})"
     )
-    for phase, what in (("burst", "during the opens"), ("after", "after them, until quiet")):
+    for phase, what in (("burst", "during the opens"), ("after", "once quiet again")):
         found = result.probe.get(phase, [])
         print(
             f"    {what}: p50 {_ms(_p(found, 0.5))} p99 {_ms(_p(found, 0.99))} ({len(found)}) "
