@@ -227,22 +227,27 @@ class Probe:
         self.phase = "before"
         self.latencies: dict[str, list[float]] = defaultdict(list)
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     def start(self) -> None:
+        self._stopping.clear()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        """After the call in flight: cut mid-call, the client would read that
+        call's answer as the next one's."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._stopping.set()
+            await self._task
+            self._task = None
 
     async def _run(self) -> None:
         due = time.perf_counter()
-        while True:
+        while not self._stopping.is_set():
             self.latencies[self.phase].append(await call(self.client))
             due = max(due + PROBE_INTERVAL_SECONDS, time.perf_counter())
-            await asyncio.sleep(due - time.perf_counter())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), due - time.perf_counter())
 
 
 # ------------------------------------------------------------------ opens
