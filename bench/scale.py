@@ -229,7 +229,11 @@ class Probe:
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        reader = self.client.reader
+        if reader is not None and reader.at_eof():
+            # Idle past the tray's keep-alive (75 s) while it settled: the session lives on.
+            await self.client.connect()
         self._stopping.clear()
         self._task = asyncio.create_task(self._run())
 
@@ -316,7 +320,7 @@ async def measure_opens(
             await call(probe.client)
         result.idle_rate_before = await _rate(process, BASELINE_SECONDS)
         _look(result, process, home, "before")
-        probe.start()
+        await probe.start()
         result.probe_rate = await _rate(process, BASELINE_SECONDS)
 
         probe.phase = "burst"
@@ -350,7 +354,7 @@ async def measure_opens(
             process, result.idle_rate_before + QUIET_MARGIN
         )
         probe.phase = "after"
-        probe.start()
+        await probe.start()
         await asyncio.sleep(BASELINE_SECONDS)
         await probe.stop()
         result.probe = dict(probe.latencies)
