@@ -257,6 +257,27 @@ async def test_an_sse_stream_cut_before_its_blank_line_still_delivers_its_last_e
         assert await out.line() == final
 
 
+async def test_a_large_event_in_many_chunks_is_relayed_whole_and_exact() -> None:
+    large = {"jsonrpc": "2.0", "id": 3, "result": {"text": 'é "x"\n' * 300_000}}
+    other = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": 1}}
+
+    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
+        # Two data lines (joined by a newline), one without the optional space,
+        # CRLF line ends; then the large event, in 64 KiB chunks with its CR and
+        # LF in different ones.
+        stream = b'data:{"jsonrpc": "2.0", "method": "notifications/message",\r\n'
+        stream += b'data: "params": {"n": 1}}\r\n\r\n'
+        stream += b"event: message\r\ndata: " + json.dumps(large).encode() + b"\r"
+        pieces = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+        await send(writer, SSE_HEAD + b"".join(map(chunk, pieces)) + chunk(b"\n\r\n") + SSE_END)
+        return True
+
+    async with relay_to(answer) as (relay, _, out):
+        relay.submit(rpc("tools/call", 3, name="large"))
+        assert await out.line() == other
+        assert await out.line() == large
+
+
 # ------------------------------------------------------- other replies
 
 
@@ -360,7 +381,7 @@ async def test_a_ping_while_the_gateway_is_away_is_answered_by_the_bridge() -> N
         await relay.aclose()
 
 
-async def test_a_stdin_line_that_is_not_json_gets_a_parse_error_with_id_null_and_is_not_posted() -> (
+async def test_a_stdin_line_that_is_not_json_or_holds_nan_gets_a_parse_error_with_id_null_and_is_not_posted() -> (
     None
 ):
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
@@ -368,14 +389,14 @@ async def test_a_stdin_line_that_is_not_json_gets_a_parse_error_with_id_null_and
 
     async with relay_to(answer) as (relay, gateway, out):
         relay.submit(b"this is not json\n")
-        assert await out.line() == {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {
-                "code": -32700,
-                "message": "Parse error: the bridge got a line that is not JSON",
-            },
-        }
+        relay.submit(b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}\n')
+        for why in ("Expecting value", "NaN is not JSON"):
+            said = await out.line()
+            assert said["id"] is None and said["error"]["code"] == -32700
+            assert said["error"]["message"].startswith(
+                "Parse error: the bridge got a line that is not JSON"
+            )
+            assert why in said["error"]["message"]
         await relay.aclose()
         assert gateway.requests == []
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.protocol.headers import SESSION_HEADER
+from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
@@ -209,39 +209,66 @@ async def test_the_inspector_s_url_shape_reaches_the_same_server(
     assert reply.json()["result"]["content"][0]["text"] == "via /echo/mcp"
 
 
+class Bridge:
+    """``mcp-tray connect echo`` as a subprocess, written to and read from as raw lines."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+
+    @classmethod
+    async def start(cls, service: TrayService) -> "Bridge":
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "core.cli.main",
+            "connect",
+            "echo",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=bridge_env(service.paths),
+            cwd=str(REPO),
+            limit=16 * 1024 * 1024,
+        )
+        return cls(process)
+
+    async def write(self, *lines: Any) -> None:
+        self.stdin.write(
+            b"".join((x if isinstance(x, bytes) else json.dumps(x).encode()) + b"\n" for x in lines)
+        )
+        await self.stdin.drain()
+
+    async def read(self, timeout: float = 30) -> Any:
+        line = await asyncio.wait_for(self.stdout.readline(), timeout)
+        assert line, "the bridge closed its stdout"
+        return json.loads(line)
+
+    async def close(self) -> list[Any]:
+        """Close its stdin; what it still wrote before it exited (0, checked)."""
+        self.stdin.close()
+        rest = await asyncio.wait_for(self.stdout.read(), 30)
+        assert await asyncio.wait_for(self.process.wait(), 30) == 0
+        return [json.loads(line) for line in rest.splitlines()]
+
+
 async def test_the_bridge_answers_a_ping_pipelined_before_the_initialize_reply(
     echo: tuple[TrayService, httpx.AsyncClient],
 ) -> None:
-    service = echo[0]
-    bridge = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "core.cli.main",
-        "connect",
-        "echo",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=bridge_env(service.paths),
-        cwd=str(REPO),
-    )
-    assert bridge.stdin is not None and bridge.stdout is not None
-    lines = [
+    bridge = await Bridge.start(echo[0])
+    await bridge.write(
         initialize(),
         {"jsonrpc": "2.0", "id": 2, "method": "ping"},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         call(3, "echo", {"text": "third"}),
         {"jsonrpc": "2.0", "id": 4, "method": "no/such/method"},
-    ]
-    bridge.stdin.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-    await bridge.stdin.drain()
+    )
     answers: dict[Any, dict[str, Any]] = {}
     while len(answers) < 4:
-        line = await asyncio.wait_for(bridge.stdout.readline(), 30)
-        assert line, "the bridge closed its stdout"
-        message = json.loads(line)
+        message = await bridge.read()
         answers[message.get("id")] = message
-    bridge.stdin.close()
-    assert await asyncio.wait_for(bridge.wait(), 30) == 0
+    assert await bridge.close() == []
 
     assert set(answers) == {1, 2, 3, 4}  # every answer carries its own id
     assert answers[2]["result"] == {}
@@ -315,3 +342,173 @@ async def test_the_control_api_answers_hostile_call_bodies_with_400(
         assert reply.json()["kind"] == "bad-request"
     too_big = await http.post(url, content=b" " * (5 * 1024 * 1024), headers=auth)
     assert too_big.status_code == 413
+
+
+# ------------------------------------------- bad lines through the real bridge
+
+
+def bad_lines(version: str) -> list[tuple[bytes, Any, int | None, str]]:
+    """Lines that are not one well-formed request, and the answer each must get at once:
+    (line, its id, its error code or None for a batch's answers, words of the answer)."""
+    batch = json.dumps([{"jsonrpc": "2.0", "id": f"b{n}", "method": "ping"} for n in (1, 2)])
+    too_large = json.dumps(call(0, "echo", {"text": "x" * (4 * 1024 * 1024)})).replace(
+        '"id": 0', '"id": "big"'
+    )
+    if version == "2025-03-26":
+        batches = [
+            (b"[]", None, -32600, "an empty JSON-RPC batch"),
+            (batch.encode(), None, None, "b1 b2"),
+        ]
+    else:
+        no_batches = f"JSON-RPC batches are not part of MCP {version}"
+        batches = [(b"[]", None, -32600, no_batches), (batch.encode(), None, -32600, no_batches)]
+    return [
+        *batches,
+        (b"null", None, -32600, "not a JSON-RPC 2.0 message"),
+        (b"42", None, -32600, "not a JSON-RPC 2.0 message"),
+        (b'"x"', None, -32600, "not a JSON-RPC 2.0 message"),
+        (b'{"jsonrpc": "2.0", "id": {}, "method": "ping"}', None, -32600, "an id must be"),
+        (b'{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}', None, -32600, "an id must be"),
+        (b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', None, -32700, "NaN is not JSON"),
+        (too_large.encode(), "big", -32600, "Payload Too Large"),
+    ]
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-03-26"])
+async def test_the_bridge_answers_every_bad_line_at_once_and_the_next_request_is_not_delayed(
+    echo: tuple[TrayService, httpx.AsyncClient], version: str
+) -> None:
+    bridge = await Bridge.start(echo[0])
+    await bridge.write(initialize(version))
+    assert (await bridge.read())["result"]["protocolVersion"] == version
+    await bridge.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    for n, (line, request_id, code, words) in enumerate(bad_lines(version)):
+        quiet = {"jsonrpc": "2.0", "method": "notifications/quiet"}  # answered by nobody
+        await bridge.write(line, quiet, {"jsonrpc": "2.0", "id": n, "method": "ping"})
+        # Both answers well within the 10 s a numbered message waits for a missing one.
+        answers = [await bridge.read(timeout=5), await bridge.read(timeout=5)]
+        assert {"jsonrpc": "2.0", "id": n, "result": {}} in answers, (line[:60], answers)
+        answer = next(a for a in answers if a != {"jsonrpc": "2.0", "id": n, "result": {}})
+        if code is None:  # a 2025-03-26 batch: its answers, in one line
+            assert sorted(a["id"] for a in answer) == words.split()
+            assert all(a["result"] == {} for a in answer)
+            continue
+        assert answer["id"] == request_id, (line[:60], answer)
+        assert answer["error"]["code"] == code, (line[:60], answer)
+        assert words in answer["error"]["message"], (line[:60], answer)
+    assert await bridge.close() == []  # a notification is never answered, not even late
+
+
+# ------------------------------------------------------------ gateway details
+
+
+async def test_an_id_json_cannot_carry_is_refused_with_id_null_in_valid_json(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+    for request_id, code in [
+        (b"NaN", -32700),
+        (b"Infinity", -32700),
+        (b"-Infinity", -32700),
+        (b"1e400", -32600),  # JSON, but Python reads it as infinity
+    ]:
+        reply = await raw.post(b'{"jsonrpc": "2.0", "id": %s, "method": "ping"}' % request_id)
+
+        assert reply.status_code == 400, request_id
+        strict = json.loads(reply.content, parse_constant=lambda name: pytest.fail(name))
+        assert strict["id"] is None and strict["error"]["code"] == code, request_id
+
+
+async def raw_http(service: TrayService, head: str) -> tuple[int, str]:
+    """One request written by hand (what httpx would never send); its status and body."""
+    port = int(service.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        body = json.dumps(initialize()).encode()
+        writer.write(
+            head.replace("\n", "\r\n").encode()
+            + f"authorization: Bearer {service.token}\r\n".encode()
+            + f"content-type: application/json\r\naccept: {BOTH}\r\n".encode()
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        reply = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    status_line, _, rest = reply.decode().partition("\r\n")
+    return int(status_line.split()[1]), rest.partition("\r\n\r\n")[2]
+
+
+async def test_two_host_headers_are_refused_whichever_comes_first(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service = echo[0]
+    loopback = service.url.removeprefix("http://")
+    for hosts in (["evil.example", loopback], [loopback, "evil.example"]):
+        head = "POST /mcp/echo HTTP/1.1\n" + "".join(f"host: {h}\n" for h in hosts)
+
+        status, body = await raw_http(service, head)
+
+        assert status == 400, hosts
+        assert "more than one Host header" in body
+
+
+async def test_an_absolute_form_target_is_judged_by_the_host_it_names(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service = echo[0]
+    loopback = service.url.removeprefix("http://")
+
+    hostile = await raw_http(
+        service, f"POST http://evil.example/mcp/echo HTTP/1.1\nhost: {loopback}\n"
+    )
+    sneaky = await raw_http(
+        service, f"POST http://{loopback}@evil.example/mcp/echo HTTP/1.1\nhost: {loopback}\n"
+    )
+    ours = await raw_http(service, f"POST {service.url}/mcp/echo HTTP/1.1\nhost: evil.example\n")
+
+    assert hostile[0] == 403 and "Host header is not a loopback address" in hostile[1]
+    assert sneaky[0] == 403
+    assert ours[0] == 200 and json.loads(ours[1])["result"]["serverInfo"]
+
+
+async def test_a_bad_protocol_version_on_a_handshake_session_gets_the_handshake_era_error(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+
+    reply = await raw.post(
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"}, **{PROTOCOL_HEADER: "2099-01-01"}
+    )
+
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["code"] == -32600  # not the stateless era's -32022
+    assert "unsupported MCP-Protocol-Version '2099-01-01'" in error["message"]
+    assert "2025-06-18" in error["message"]
+
+
+# ------------------------------------------------------------ large results
+
+
+async def test_a_result_of_several_mebibytes_arrives_whole_over_http_and_through_the_bridge(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    size = 3 * 1024 * 1024  # a dozen slices once JSON escapes its quotes and newlines
+    raw = Raw(echo[1], echo[0], "/mcp/echo")
+    await raw.open()
+    bridge = await Bridge.start(echo[0])
+    await bridge.write(initialize(), {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert "result" in await bridge.read()
+
+    reply = await raw.post(call(2, "blob", {"size": size}))
+    await bridge.write(call(3, "blob", {"size": size}))
+    relayed = await bridge.read()
+
+    assert int(reply.headers["content-length"]) == len(reply.content)
+    over_http = reply.json()["result"]["content"][0]["text"]
+    assert len(over_http) == size and over_http.startswith('{"row": ')
+    assert relayed["result"]["content"][0]["text"] == over_http
+    assert await bridge.close() == []

@@ -29,9 +29,11 @@ from core.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    SLICE_CHARS,
     dumps,
 )
 from core.protocol.streamable import HttpSession, RequestContext, StreamableHttp
+from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from tests.conftest import wait_until
 
 PROMPT = 5.0
@@ -83,6 +85,11 @@ class FakeHandler:
             return {"client_said": answer}
         if method == "boom":
             raise ValueError("kaboom")
+        if method == "large":
+            assert params is not None
+            if params.get("progress"):
+                await ctx.progress({"progressToken": 9, "progress": 1})
+            return {"text": large_text(params["unit"], params["times"])}
         raise RpcError(-32601, f"no method {method}")
 
     async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
@@ -470,25 +477,86 @@ async def test_a_post_with_the_wrong_media_types_is_refused(
     assert gateway.app.sessions == {}
 
 
-async def test_numbered_messages_are_dispatched_in_the_order_of_their_numbers(
-    gateway: Gateway,
-) -> None:
-    session = await gateway.initialize()
-    handler = gateway.handlers[session]
-    # The cancellation (2) arrives before the request it cancels (1): it waits for it.
-    cancel = gateway.exchange(
-        "POST",
-        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
-        session=session,
-        headers={"x-mcp-tray-seq": "2"},
-    )
+CANCEL_7 = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+
+
+async def cancelled_before_it_came(gateway: Gateway, session: str, cancel: Exchange) -> None:
+    """Request 7 (which waits to be cancelled), numbered 1, sent after ``cancel``, which
+    cancels it: the cancellation must have waited for it, and it is not answered."""
     waiting = gateway.exchange(
         "POST", request("wait", 7), session=session, headers={"x-mcp-tray-seq": "1"}
     )
 
     assert (await cancel.reply()).status == 202
-    assert handler.cancelled
+    assert gateway.handlers[session].cancelled
     assert (await waiting.reply()).body == b""
+
+
+async def test_numbered_messages_are_dispatched_in_the_order_of_their_numbers(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    cancel = gateway.exchange("POST", CANCEL_7, session=session, headers={"x-mcp-tray-seq": "2"})
+
+    await cancelled_before_it_came(gateway, session, cancel)
+
+
+@pytest.mark.parametrize(
+    ("version", "body", "status"),
+    [
+        ("2025-06-18", b"[]", 400),
+        ("2025-06-18", b"42", 400),
+        ("2025-06-18", b'{"jsonrpc": "2.0", "id": NaN, "method": "echo"}', 400),
+        ("2025-06-18", b"not json", 400),
+        ("2025-06-18", b" " * (DEFAULT_MAX_BODY_BYTES + 1), 413),
+        ("2025-06-18", dumps(initialize_message()), 400),
+        ("2025-03-26", b"[]", 400),
+        ("2025-03-26", dumps([request("echo", 5), request("echo", 6)]), 200),
+    ],
+    ids=[
+        "batch-2025-06-18",
+        "a-number",
+        "nan-id",
+        "not-json",
+        "too-large",
+        "initialize-again",
+        "empty-batch-2025-03-26",
+        "batch-2025-03-26",
+    ],
+)
+async def test_a_numbered_message_answered_without_dispatch_never_holds_up_the_next(
+    gateway: Gateway, version: str, body: bytes, status: int
+) -> None:
+    session = await gateway.initialize(version)
+
+    odd = await gateway.post(body=body, session=session, headers={"x-mcp-tray-seq": "1"})
+    # Well within the 10 s a missing number is waited for (every wait here is 5 s).
+    following = await gateway.post(
+        request("echo", 9), session=session, headers={"x-mcp-tray-seq": "2"}
+    )
+
+    assert odd.status == status
+    assert following.status == 200 and following.json()["id"] == 9
+
+
+async def test_a_refused_numbered_message_still_waits_its_turn_so_later_ones_keep_their_order(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    # Arriving in the order 2, 3, 1: the refusal (2) must not let the
+    # cancellation (3) overtake the request it cancels (1).
+    refused = gateway.exchange("POST", 42, session=session, headers={"x-mcp-tray-seq": "2"})
+    cancel = gateway.exchange("POST", CANCEL_7, session=session, headers={"x-mcp-tray-seq": "3"})
+
+    await cancelled_before_it_came(gateway, session, cancel)
+    assert (await refused.reply()).status == 400
+
+
+async def test_a_numbered_batch_takes_its_turn_as_one_message(gateway: Gateway) -> None:
+    session = await gateway.initialize("2025-03-26")
+    batch = gateway.exchange("POST", [CANCEL_7], session=session, headers={"x-mcp-tray-seq": "2"})
+
+    await cancelled_before_it_came(gateway, session, batch)
 
 
 @pytest.mark.parametrize(
@@ -711,6 +779,67 @@ async def test_progress_before_the_answer_turns_the_reply_into_an_sse_stream(
     handler.release.set()
     assert await exchange.event() == {"jsonrpc": "2.0", "id": "p-1", "result": {"done": True}}
     await exchange.end()
+
+
+async def body_parts(exchange: Exchange) -> list[bytes]:
+    """The rest of a reply's body, as the parts the app sent it in."""
+    parts = []
+    more = True
+    while more:
+        part, more = await exchange.body_part()
+        parts.append(part)
+    await asyncio.wait_for(exchange.task, PROMPT)
+    return parts
+
+
+#: Larger than a slice once repeated; JSON escapes some of it, UTF-8 takes several
+#: bytes for some, and a lone surrogate (no client may send one: the handler makes
+#: it from "@") has the whole message go out escaped.
+LARGE_UNITS = ['é "quoted"\n😀 ', "a@"]
+
+
+def large_text(unit: str, times: int) -> str:
+    return unit.replace("@", "\ud800") * times
+
+
+@pytest.mark.parametrize("unit", LARGE_UNITS, ids=["escapes-and-utf-8", "lone-surrogate"])
+async def test_a_large_result_goes_out_in_slices_that_make_exactly_its_json(
+    gateway: Gateway, unit: str
+) -> None:
+    session = await gateway.initialize()
+    times = 3 * SLICE_CHARS // len(unit)
+    exchange = gateway.exchange(
+        "POST", request("large", 3, {"unit": unit, "times": times}), session=session
+    )
+
+    _, headers = await exchange.start()
+    parts = await body_parts(exchange)
+
+    body = b"".join(parts)
+    assert body == dumps({"jsonrpc": "2.0", "id": 3, "result": {"text": large_text(unit, times)}})
+    assert int(headers["content-length"]) == len(body)
+    # Never whole as bytes: no part holds more than a slice's worth.
+    assert len(parts) > 3 and max(map(len, parts)) <= 4 * SLICE_CHARS
+
+
+async def test_a_large_result_on_an_event_stream_goes_out_in_slices_of_one_event(
+    gateway: Gateway,
+) -> None:
+    session = await gateway.initialize()
+    unit = LARGE_UNITS[0]
+    times = 3 * SLICE_CHARS // len(unit)
+    params = {"unit": unit, "times": times, "progress": True, "_meta": {"progressToken": "t"}}
+    exchange = gateway.exchange("POST", request("large", 4, params), session=session)
+
+    _, headers = await exchange.start()
+    progress = await exchange.event()
+    parts = await body_parts(exchange)
+
+    assert headers["content-type"] == "text/event-stream"
+    assert progress["method"] == "notifications/progress"
+    answer = dumps({"jsonrpc": "2.0", "id": 4, "result": {"text": large_text(unit, times)}})
+    assert b"".join(parts) == b"event: message\ndata: " + answer + b"\n\n"
+    assert len(parts) > 3 and max(map(len, parts)) <= 4 * SLICE_CHARS
 
 
 async def test_a_2025_11_25_stream_opens_with_a_priming_event_and_numbers_its_events(

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -559,6 +560,32 @@ async def test_a_reply_written_just_before_the_child_exits_still_reaches_its_cal
         await within(upstream.closed.wait())
         with pytest.raises(ConnectionLost):
             await upstream.request("tools/call", None)
+
+
+async def test_a_large_reply_is_held_at_most_about_twice_on_its_way_in() -> None:
+    unit = 'a "quoted" line\n'  # JSON escapes some of it, as it would a real file's
+    size = 16 * 1024 * 1024
+    script = (
+        "import json, sys\n"
+        "request = json.loads(sys.stdin.readline())\n"
+        f"text = {unit!r} * {size // len(unit)}\n"
+        "reply = {'jsonrpc': '2.0', 'id': request['id'], 'result': {'text': text}}\n"
+        "sys.stdout.write(json.dumps(reply) + '\\n'); sys.stdout.flush()\n"
+        "sys.stdin.readline()\n"
+    )
+    async with script_session(script) as upstream:
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            result = await within(upstream.request("tools/call", None), 30)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result["text"] == unit * (size // len(unit))
+        # The bytes as read (the reader's buffer, then the line cut from it), then
+        # its text, then the text and the parsed result: about twice, never the
+        # three copies parsing the bytes themselves would hold.
+        assert peak - before < 2.6 * size, (peak - before) / size
 
 
 async def test_requests_to_a_child_that_already_exited_fail_with_connection_lost() -> None:

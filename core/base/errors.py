@@ -15,6 +15,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
     ├── InstanceError               the one-instance-per-user rule
     │   ├── AlreadyRunning          another mcp-tray holds the lock
     │   └── NotRunning              no mcp-tray to talk to
+    ├── NotFinite                   NaN or ±Infinity in a JSON text (a ValueError too)
     ├── CommandError                a CLI command failed (carries its exit code)
     │   ├── SnippetError            a client snippet cannot be made
     │   └── DesktopEntryError       the desktop entry cannot be written
@@ -62,6 +63,7 @@ __all__ = [
     "InstanceError",
     "InvalidTransition",
     "McpTrayError",
+    "NotFinite",
     "NotRunning",
     "PeerError",
     "ProtocolError",
@@ -184,6 +186,11 @@ class NotRunning(InstanceError):
 #: Exit codes of the ``mcp-tray`` command (README lists them).
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+
+
+class NotFinite(McpTrayError, ValueError):
+    """``NaN`` or ``±Infinity`` in a JSON text: Python's parser accepts them, no JSON peer
+    does. A ValueError too, as anything else ``json.loads`` refuses."""
 
 
 class CommandError(McpTrayError):

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from core.base.errors import HttpError, InstanceError, TrayStopping
 from core.bridge.http1 import Connection, Pool, Response
+from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
     NAME_BEARING_METHODS,
@@ -45,7 +46,15 @@ from core.protocol.headers import (
     SESSION_HEADER,
     TRAY_STOPPING_REASON,
 )
-from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, METHOD_NOT_FOUND
+from core.protocol.jsonrpc import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    METHOD_NOT_FOUND,
+    answerable,
+    loads,
+    reply_id,
+    unparsable_reason,
+    valid_id,
+)
 
 ACCEPT: Final = "application/json, text/event-stream"
 JSON_TYPE: Final = "application/json"
@@ -192,13 +201,10 @@ class Relay:
     def submit(self, line: bytes) -> None:
         """Relay one stdin line; a handshake-era client's lines keep the order they were read in."""
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            self._spawn(
-                self.emit(
-                    _error(None, -32700, "Parse error: the bridge got a line that is not JSON")
-                )
-            )
+            message = loads(line)
+        except (ValueError, RecursionError) as exc:
+            why = f"Parse error: the bridge got a line that is not JSON ({unparsable_reason(exc)})"
+            self._spawn(self.emit(_error(None, -32700, why)))
             return
         line = line.strip()
         version = request_version(message.get("params")) if isinstance(message, dict) else None
@@ -215,7 +221,7 @@ class Relay:
             self._hello_done = line
         if method == "tools/list" and "id" in message:
             self._listings.add(_key(message["id"]))
-        if method == "ping" and "id" in message and self._away:
+        if method == "ping" and valid_id(message.get("id")) and self._away:
             # The tray is away; the bridge is alive, and says so itself.
             self._spawn(self.emit(_result(message["id"], {})))
             return
@@ -336,28 +342,23 @@ class Relay:
             _, message, since = entry
             if now - since < self.wait_seconds:
                 kept.append(entry)
-            elif isinstance(message, dict) and "id" in message:
-                self._spawn(
-                    self.emit(_error(message["id"], NOT_THERE, str(_Gone(self.wait_seconds))))
-                )
+            elif answerable(message):
+                gone = str(_Gone(self.wait_seconds))
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
     def _fail_backlog(self, why: str) -> None:
         backlog, self._backlog = self._backlog, []
         for _, message, _ in backlog:
-            if isinstance(message, dict) and "id" in message:
-                self._spawn(self.emit(_error(message["id"], NOT_THERE, why)))
+            if answerable(message):
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, why)))
 
     # ------------------------------------------------------------ requests
 
     async def _forward(
         self, line: bytes, message: Any, seq: int | None, retried: bool = False
     ) -> None:
-        request_id = (
-            message.get("id")
-            if isinstance(message, dict) and "method" in message and "id" in message
-            else None
-        )
+        request_id = reply_id(message)
         if self._pool is None:
             self._backlog.append((line, message, time.monotonic()))
             self._lost_tray()
@@ -374,7 +375,7 @@ class Relay:
                         self._backlog.insert(0, (line, message, time.monotonic()))
                         self._lost_tray()
                         return
-                    await self._answer(request_id, reply.status, body)
+                    await self._answer(message, reply.status, body)
                     return
                 if reply.headers.get("content-type", "").startswith(SSE_TYPE):
                     await self._relay_events(reply)
@@ -385,8 +386,8 @@ class Relay:
                 if reply.status == 200 and body:
                     self._learn(request_id, body)
                     await self.emit(_unless_stopping(body))
-                elif request_id is not None:
-                    await self._answer(request_id, reply.status, body)
+                else:
+                    await self._answer(message, reply.status, body)
         except (HttpError, OSError) as exc:
             await self._lost_in_flight(line, message, request_id, exc, retried)
 
@@ -443,9 +444,11 @@ class Relay:
                 if hints.get("readOnlyHint") or hints.get("idempotentHint"):
                     self._repeatable_tools.add(tool["name"])
 
-    async def _answer(self, request_id: Any, status: int, body: bytes) -> None:
-        if request_id is not None:
-            await self.emit(_answer_for(request_id, status, body))
+    async def _answer(self, message: Any, status: int, body: bytes) -> None:
+        """The gateway refused ``message``: the client hears why, under its request's id
+        (under id null when it has none to give), unless JSON-RPC answers no such message."""
+        if answerable(message):
+            await self.emit(_answer_for(reply_id(message), status, body))
 
     # ------------------------------------------------ 2026-07-28 requests
 
@@ -467,7 +470,7 @@ class Relay:
             named = (message.get("params") or {}).get(NAME_BEARING_METHODS.get(method, ""))
             if isinstance(named, str):
                 headers[NAME_HEADER] = encode_header(named)
-        request_id = message.get("id") if isinstance(method, str) else None
+        request_id = reply_id(message)
         if method == "tools/list" and request_id is not None:
             self._listings.add(_key(request_id))
         task = self._spawn(self._post(line, message, headers, request_id))
@@ -493,9 +496,18 @@ class Relay:
                     await self._relay_events(reply)
                     return
                 body = await reply.read()
-                if reply.status == 202 or request_id is None:
+                if reply.status == 202:
                     return
-                if body and reply.status in (200, 400, 404):
+                if request_id is None:
+                    await self._answer(message, reply.status, body)
+                    return
+                if body and reply.status == 200:
+                    # The gateway's answer to this very request: passed on unparsed
+                    # (a 50 MB result costs no parse here).
+                    self._learn(request_id, body)
+                    await self.emit(_unless_stopping(body))
+                    return
+                if body and reply.status in (400, 404):
                     parsed = _json_or_none(body)
                     if isinstance(parsed, dict) and parsed.get("id") == request_id:
                         self._learn(request_id, body)
@@ -514,22 +526,8 @@ class Relay:
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
-        buffer = b""
-        data: list[bytes] = []
-        async for chunk in reply.chunks():
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for raw in lines:
-                text = raw.rstrip(b"\r")
-                if text.startswith(b"data:"):
-                    data.append(text[5:].lstrip(b" "))
-                elif not text and data:
-                    event = b"\n".join(data)
-                    data = []
-                    if event.strip():  # a priming event carries no message
-                        await self.emit(_unless_stopping(event))
-        if data and b"\n".join(data).strip():
-            await self.emit(_unless_stopping(b"\n".join(data)))
+        async for message in messages(reply.chunks()):
+            await self.emit(_unless_stopping(message))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""

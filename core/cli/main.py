@@ -27,6 +27,7 @@ from core.base.errors import (
     CommandError,
     ConfigError,
     McpTrayError,
+    NotFinite,
     NotRunning,
     RegistryFileError,
 )
@@ -493,13 +494,15 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
+    from core.protocol.jsonrpc import loads
+
     example = 'pass an object like \'{"text": "hi"}\''
     detail = None
     try:
-        arguments = json.loads(args.args, parse_constant=_no_constant)
+        arguments = loads(args.args)
     except RecursionError:
         detail = "it is nested too deeply"
-    except _NotFinite as exc:
+    except NotFinite as exc:
         detail = str(exc)
     except json.JSONDecodeError as exc:
         detail = exc.args[0]
@@ -527,15 +530,6 @@ def cmd_call(args: argparse.Namespace, paths: Paths) -> int:
         print(f"mcp-tray: tool {args.tool!r} reported an error: {text}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
-
-
-class _NotFinite(ValueError):
-    pass
-
-
-def _no_constant(name: str) -> object:
-    """json's hook for NaN and ±Infinity, which it accepts and no JSON peer does."""
-    raise _NotFinite(f"{name} is not JSON: numbers must be finite")
 
 
 def _check_server_name(name: str) -> None:

@@ -8,11 +8,13 @@ the SDK's.
 """
 
 import asyncio
+import itertools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+import math
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
-from core.base.errors import RpcError
+from core.base.errors import NotFinite, RpcError
 
 #: How deep a client's message may nest arrays and objects. Far beyond any
 #: real tool's arguments, far below where the parser or encoder would recurse
@@ -34,6 +36,9 @@ INTERNAL_ERROR: Final = -32603
 #: MCP's own code for a request that ran out of time.
 REQUEST_TIMEOUT: Final = -32001
 
+#: Messages longer than this (in characters) go out in slices this long (``encoded``).
+SLICE_CHARS: Final = 256 * 1024
+
 #: Revisions reachable through the initialize handshake, oldest first.
 HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
@@ -46,17 +51,110 @@ ProgressFn = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 def valid_id(value: object) -> bool:
-    """A request id MCP allows: a string or a number (never null, never a bool)."""
-    return isinstance(value, str | int | float) and not isinstance(value, bool)
+    """A request id MCP allows: a string or a number (never null, never a bool, never a
+    float JSON cannot write back, such as ``1e400``, which Python reads as infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def reply_id(message: Any) -> Any:
+    """The id an answer to ``message`` carries: a request's own; else None (JSON-RPC's id
+    null, for what is not a valid request, such as ``42``, a batch, or ``"id": {}``)."""
+    if isinstance(message, dict) and isinstance(message.get("method"), str):
+        request_id = message.get("id")
+        if valid_id(request_id):
+            return request_id
+    return None
+
+
+def answerable(message: Any) -> bool:
+    """Whether JSON-RPC answers ``message``: a request does, and so does what is not a
+    valid message at all (with an error); a notification or a response never does."""
+    if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
+        if isinstance(message.get("method"), str) and "id" not in message:
+            return False
+        if "method" not in message and valid_id(message.get("id")):
+            return False
+    return True
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """JSON text, parsed as JSON says: ``NotFinite`` (a ValueError, as for any other
+    text that is not JSON) for ``NaN`` and ``±Infinity``, which could not be written back."""
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise NotFinite(f"{name} is not JSON: numbers must be finite")
 
 
 def dumps(message: Any) -> bytes:
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    return _utf8(json.dumps(message, separators=(",", ":"), ensure_ascii=False), message)
+
+
+def _utf8(text: str, message: Any) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
         # A lone surrogate (legal as a JSON escape, not as UTF-8): keep it escaped.
         return json.dumps(message, separators=(",", ":")).encode()
+
+
+def encoded(message: Any) -> tuple[int, Iterator[bytes]]:
+    """``dumps(message)``: its length, and its bytes in slices made as they are taken.
+
+    A large message is never whole as bytes; and when a long string is what makes it
+    large (a tool's text, an image), it is not whole twice as text either: the C
+    encoder holds its output twice at its peak (the escaped string and the joined
+    result), so such a message goes through the streaming one, whose only copy is
+    the escaped string. It is no slower for that shape, and is kept away from small
+    messages, which it would encode four times slower.
+    """
+    if _holds_long_string(message):
+        chunks = list(_STREAMING.iterencode(message))
+    else:
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        if len(text) <= SLICE_CHARS:
+            body = _utf8(text, message)
+            return len(body), iter((body,))
+        chunks = [text]
+    if all(chunk.isascii() for chunk in chunks):  # known without a scan: the common case
+        return sum(map(len, chunks)), _slices(chunks)
+    try:
+        length = sum(len(piece) for piece in _slices(chunks))
+    except UnicodeEncodeError:
+        # As dumps: a lone surrogate stays escaped.
+        chunks = [json.dumps(message, separators=(",", ":"))]
+        length = len(chunks[0])
+    return length, _slices(chunks)
+
+
+_STREAMING: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+#: How much of a message is looked at for a long string: results carry their bulk
+#: near the top (``result.content[].text``, ``result.contents[].blob``...).
+_LOOKED_AT: Final = 64
+
+
+def _holds_long_string(message: Any) -> bool:
+    """Whether one of the first ``_LOOKED_AT`` values of ``message`` (breadth first) is
+    a string longer than ``SLICE_CHARS``."""
+    queue = [message]
+    for item in queue:  # grows while it is walked, up to _LOOKED_AT values
+        kind = type(item)  # what json.loads makes; a subclass only misses the lean path
+        if kind is str:
+            if len(item) > SLICE_CHARS:
+                return True
+        elif (kind is dict or kind is list) and len(queue) < _LOOKED_AT:
+            values = item.values() if kind is dict else item
+            queue.extend(itertools.islice(values, _LOOKED_AT - len(queue)))
+    return False
+
+
+def _slices(chunks: list[str]) -> Iterator[bytes]:
+    for chunk in chunks:
+        for start in range(0, len(chunk), SLICE_CHARS):
+            yield chunk[start : start + SLICE_CHARS].encode()
 
 
 def unparsable_reason(exc: Exception) -> str:

@@ -25,7 +25,9 @@ client cancels is not answered (its POST ends with an empty stream).
 Messages from one client may arrive over several connections at once. A
 client that needs them handled in the order it sent them (the stdio bridge)
 numbers them with ``x-mcp-tray-seq``; the session then dispatches them in
-that order (a gap is waited for at most ``SEQUENCE_GAP_SECONDS``).
+that order (a gap is waited for at most ``SEQUENCE_GAP_SECONDS``). Every
+number is used up in its turn, also by a message refused before dispatch
+(malformed, too large, a batch), so none leaves a gap.
 """
 
 import asyncio
@@ -227,6 +229,12 @@ class HttpSession:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    async def pass_turn(self, seq: int | None) -> None:
+        """Use up a message's number, in its turn, whatever became of the message (refused,
+        malformed): the next one must not wait out the gap for it. Nothing when it was used."""
+        await self.wait_turn(seq)
+        self.done_turn(seq)
+
     def close(self) -> None:
         if self.closed:
             return
@@ -306,7 +314,7 @@ class StreamableHttp:
         session = self.sessions.get(session_id) if session_id else None
         version = headers.get(PROTOCOL_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            if self._stateless is not None:
+            if self._stateless is not None and session_id is None:
                 # Not a handshake revision: the stateless era, which also
                 # answers versions it does not know (-32022 lists them).
                 await handle_stateless(
@@ -342,12 +350,21 @@ class StreamableHttp:
             )
 
     async def _post(self, exchange: _Exchange) -> None:
+        session = exchange.session
+        seq = _sequence(exchange.headers) if session is not None else None
+        try:
+            await self._post_numbered(exchange, seq)
+        finally:
+            if session is not None:
+                await session.pass_turn(seq)
+
+    async def _post_numbered(self, exchange: _Exchange, seq: int | None) -> None:
         _, receive, send, headers, session_id, session = exchange
         message = await read_message(receive, send, headers, self.max_body_bytes)
         if message is ANSWERED:
             return
         if isinstance(message, list):
-            await self._batch(exchange, message)
+            await self._batch(exchange, message, seq)
             return
         problem_message = shape_problem(message)
         if problem_message is not None:
@@ -372,7 +389,6 @@ class StreamableHttp:
             await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
         session.last_active = time.monotonic()
-        seq = _sequence(headers)
         if is_request:
             reply = Reply(
                 send, {SESSION_HEADER: session.id}, 1, batch=False, stream_id=session.stream_id()
@@ -384,7 +400,7 @@ class StreamableHttp:
         await self._one_way(session, message, seq)
         await respond(send, 202, b"", JSON_TYPE)
 
-    async def _batch(self, exchange: _Exchange, messages: list[Any]) -> None:
+    async def _batch(self, exchange: _Exchange, messages: list[Any], seq: int | None) -> None:
         """A JSON-RPC batch: allowed by 2025-03-26 only (later revisions removed it)."""
         send, session_id, session = exchange.send, exchange.session_id, exchange.session
         if session is None:
@@ -420,15 +436,25 @@ class StreamableHttp:
             batch=True,
             stream_id=None,
         )
-        for item, problem in zip(messages, problems, strict=True):
-            if problem is None and item not in requests:
-                await self._one_way(session, item, None)
+        # The batch takes its turn as one message: what it holds is dispatched
+        # (the requests put in flight) before a later-numbered message is.
+        await session.wait_turn(seq)
+        try:
+            for item, problem in zip(messages, problems, strict=True):
+                if problem is None and item not in requests:
+                    await self._one_way(session, item, None)
+            calls = [
+                asyncio.ensure_future(self._request(session, item, reply, None))
+                for item in requests
+            ]
+        finally:
+            session.done_turn(seq)
         for problem in rejected:
             await reply.respond(problem)
         if not requests and not rejected:
             await respond(send, 202, b"", JSON_TYPE)
             return
-        await asyncio.gather(*(self._request(session, item, reply, None) for item in requests))
+        await asyncio.gather(*calls)
 
     async def _one_way(
         self, session: HttpSession, message: dict[str, Any], seq: int | None

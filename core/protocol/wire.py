@@ -2,15 +2,16 @@
 
 A reply is a plain JSON body unless something related to the request has
 to reach the client first (progress, a log line, a server request): then it
-becomes an SSE stream. core.protocol.streamable (the handshake era, with
+becomes an SSE stream. A large message (a 50 MB tool result) goes out in
+slices, each encoded when the socket took the last one, so it is never held
+whole as bytes. core.protocol.streamable (the handshake era, with
 sessions) and core.protocol.stateless (2026-07-28, without) both build on
 these.
 """
 
 import asyncio
 import itertools
-import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from starlette.types import Message, Receive, Send
@@ -19,7 +20,9 @@ from core.protocol.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
     dumps,
+    encoded,
     error_message,
+    loads,
     unparsable_reason,
     unusable,
     valid_id,
@@ -106,8 +109,8 @@ class Reply:
             await start_sse(self._send, self._headers)
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            body = dumps(self._responses) if self._batch else dumps(self._responses[0])
-            await respond(self._send, 200, body, JSON_TYPE, self._headers)
+            body = self._responses if self._batch else self._responses[0]
+            await respond_json(self._send, 200, body, self._headers)
 
 
 def shape_problem(message: Any) -> dict[str, Any] | None:
@@ -205,7 +208,7 @@ async def read_message(
         )
         return ANSWERED
     try:
-        message = json.loads(body)
+        message = loads(body)
     except (ValueError, RecursionError) as exc:
         await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
         return ANSWERED
@@ -225,10 +228,37 @@ async def wait_disconnect(receive: Receive) -> None:
 async def respond(
     send: Send, status: int, body: bytes, media_type: str, headers: Mapping[str, str] | None = None
 ) -> None:
-    raw = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
+    await _start(send, status, len(body), media_type, headers)
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def respond_json(
+    send: Send, status: int, message: Any, headers: Mapping[str, str] | None = None
+) -> None:
+    """``message`` as a JSON body; a large one in slices, each sent when the last one
+    left (uvicorn waits for the socket), so neither we nor the socket's buffer hold
+    it whole as bytes."""
+    length, pieces = encoded(message)
+    first = next(pieces)
+    if len(first) == length:
+        await respond(send, status, first, JSON_TYPE, headers)
+        return
+    await _start(send, status, length, JSON_TYPE, headers)
+    await _body(send, itertools.chain([first], pieces))
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _body(send: Send, pieces: Iterable[bytes]) -> None:
+    for piece in pieces:
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+
+
+async def _start(
+    send: Send, status: int, length: int, media_type: str, headers: Mapping[str, str] | None
+) -> None:
+    raw = [(b"content-type", media_type.encode()), (b"content-length", str(length).encode())]
     raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items())
     await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 async def error(
@@ -258,11 +288,11 @@ async def start_sse(send: Send, headers: Mapping[str, str]) -> None:
 
 
 async def event(send: Send, message: Mapping[str, Any], event_id: str | None = None) -> None:
+    """One SSE event; a large one in slices, as ``respond_json`` sends a body."""
     head = b"event: message\n" if event_id is None else f"id: {event_id}\nevent: message\n".encode()
-    await send(
-        {
-            "type": "http.response.body",
-            "body": head + b"data: " + dumps(message) + b"\n\n",
-            "more_body": True,
-        }
-    )
+    length, pieces = encoded(message)
+    first = next(pieces)
+    if len(first) == length:
+        await _body(send, [head + b"data: " + first + b"\n\n"])
+    else:
+        await _body(send, itertools.chain([head + b"data: " + first], pieces, [b"\n\n"]))

@@ -119,6 +119,12 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
+            # Which one counts is a guess (a proxy may take the first, we the last): none does.
+            await _refusal(
+                400, "bad request: more than one Host header (HTTP allows one)", "bad-request"
+            )(scope, receive, send)
+            return
         if not host_is_loopback(headers.get("host", "")):
             await _refusal(
                 403, "forbidden: the Host header is not a loopback address", "forbidden"

@@ -23,6 +23,7 @@ passed the token check, and on loopback a peer address names one connection.
 
 import asyncio
 import logging
+import re
 import resource
 import time
 from collections.abc import Callable
@@ -155,6 +156,15 @@ class GuardedProtocol(HttpToolsProtocol):
             self._arm()  # the first byte of the next request on a kept-alive connection
         super().data_received(data)
 
+    def on_headers_complete(self) -> None:
+        authority = absolute_form_authority(self.url)
+        if authority is not None:
+            # RFC 9112 3.2.2: a target in absolute form names the host itself, and
+            # any Host header is ignored; so the loopback check judges that one.
+            self.headers[:] = [(k, v) for k, v in self.headers if k != b"host"]
+            self.headers.append((b"host", authority))
+        super().on_headers_complete()
+
     def on_message_complete(self) -> None:
         self._disarm()  # read in full: from here on it is the server's turn
         super().on_message_complete()
@@ -178,6 +188,16 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.transport is not None and not self.transport.is_closing():
             # No reply: a client that needed this long is not one we serve.
             self.transport.abort()
+
+
+def absolute_form_authority(target: bytes) -> bytes | None:
+    """The host[:port] of a request target in absolute form (``http://host/path``), or None
+    for the usual origin form (``/path``)."""
+    _, sep, rest = target.partition(b"://")
+    if not sep or target.startswith(b"/"):
+        return None
+    authority = re.split(rb"[/?#]", rest, maxsplit=1)[0]
+    return authority.rpartition(b"@")[2]  # never the user info
 
 
 class AcceptErrorThrottle:

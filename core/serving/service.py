@@ -23,6 +23,7 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
+from core.base.memory import return_large_blocks
 from core.base.snapshot import WarningSnapshot, WorkerSnapshot
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
@@ -129,6 +130,7 @@ class TrayService:
 
     async def start(self) -> None:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
+        return_large_blocks()  # a large result must not leave its memory behind
         self.instance = Instance.acquire(self.paths)
         try:
             # Bound before any child starts, so a port problem is known (and

@@ -312,17 +312,29 @@ class Upstream:
                 continue
             if not line:
                 return
-            if line.isspace():
-                continue
             try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
+                text = line.decode("utf-8-sig", "surrogatepass")  # as json.loads would
+            except UnicodeDecodeError:
                 self._on_junk(line.decode("utf-8", errors="replace").rstrip()[:500])
                 continue
-            if isinstance(message, dict):
-                self._dispatch(message)
-            else:
-                self._on_junk(line.decode("utf-8", errors="replace").rstrip())
+            # Its bytes go before it is parsed, and its text and parsed form before
+            # the next line is awaited: a large result is held at most twice, and
+            # nothing of it stays here once it was answered.
+            del line
+            if not text.isspace():
+                self._take(text)
+            del text
+
+    def _take(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            self._on_junk(line.rstrip()[:500])
+            return
+        if isinstance(message, dict):
+            self._dispatch(message)
+        else:
+            self._on_junk(line.rstrip())
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")

@@ -103,6 +103,16 @@ def crash(code: int = 3) -> str:
     os._exit(code)
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+async def blob(size: int, ctx: Context, progress: bool = False) -> str:
+    """`size` characters of text with quotes and newlines (which JSON escapes), once: a large
+    result; after one progress report if `progress` (a reply over HTTP is then a stream)."""
+    if progress:
+        await ctx.report_progress(1, 1, "almost there")
+    line = '{"row": "one line of a large tool result"}\n'
+    return (line * (size // len(line) + 1))[:size]
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def getenv(name: str) -> str:
     """An environment variable of the server process (empty when unset)."""
