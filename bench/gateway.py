@@ -250,6 +250,19 @@ _UPSTREAM_RE: Final = re.compile(
 )
 
 
+# Imported by bench/scale.py too; type-checked under every OS by `make lint`,
+# it measures POSIX machines only (process groups).
+if sys.platform != "win32":
+
+    def _kill_group(pgid: int, *, hard: bool) -> None:
+        os.killpg(pgid, signal.SIGKILL if hard else signal.SIGTERM)
+
+else:
+
+    def _kill_group(pgid: int, *, hard: bool) -> None:
+        raise OSError("bench/gateway.py measures POSIX machines (process groups)")
+
+
 class BenchError(Exception):
     pass
 
@@ -379,7 +392,7 @@ class Tray:
                         file=sys.stderr,
                     )
                     with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
+                        _kill_group(process.pid, hard=True)
                     process.wait(5)
             return process.returncode
         finally:
@@ -519,7 +532,7 @@ class Relay:
                 file=sys.stderr,
             )
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_group(process.pid, hard=True)
             process.wait(5)
 
 
@@ -716,14 +729,14 @@ def _stop_group(process: subprocess.Popen[Any], grace: float, *, group_term: boo
     ``group_term``); SIGKILL the group if the leader lingers."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if group_term:
-            os.killpg(process.pid, signal.SIGTERM)
+            _kill_group(process.pid, hard=False)
         else:
             process.send_signal(signal.SIGTERM)
     try:
         process.wait(grace)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process.pid, hard=True)
         process.wait(5)
 
 

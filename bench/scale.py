@@ -277,9 +277,16 @@ class Opens:
     close_seconds: float = 0.0
 
 
+def _open_fds(process: psutil.Process) -> int:
+    if sys.platform == "win32":
+        return process.num_handles()
+    else:
+        return process.num_fds()
+
+
 def _look(result: Opens, process: psutil.Process, home: Path, when: str) -> None:
     result.rss[when] = process.memory_info().rss
-    result.fds[when] = process.num_fds()
+    result.fds[when] = _open_fds(process)
     result.rows[when] = registry_rows(home)
 
 
