@@ -33,16 +33,14 @@ from PySide6.QtWidgets import (
 
 from core.base.errors import McpTrayError
 from core.cli.install import (
-    CLIENT_FILES,
-    INSTALLABLE,
     Entries,
     InstallPlan,
     InstallResult,
     apply_install,
-    client_config_path,
     plan_install,
     snippet_entries,
 )
+from core.cli.integrations import CLIENTS, client_config_path, installable_clients
 
 #: Makes the entries for (client, server names, over HTTP rather than the bridge).
 MakeEntries = Callable[[str, Sequence[str], bool], Entries]
@@ -82,8 +80,8 @@ class ConnectDialog(QDialog):
         self.outcome: InstallResult | None = None
 
         self.client_box = QComboBox()
-        for client in INSTALLABLE:
-            self.client_box.addItem(CLIENT_FILES[client].label, client)
+        for client in installable_clients():
+            self.client_box.addItem(CLIENTS[client].label, client)
         self.target_label = QLabel()
         self.target_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 

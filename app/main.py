@@ -1,24 +1,27 @@
 """``mcp-tray`` with a display: the tray application.
 
-QApplication under qasync, with the core TrayService (supervisor, gateway,
-registry watch, hot reload, local HTTP server) on that same loop. One
-instance per user: a second launch asks the first to raise its window and
-exits 0. With no system tray available it says so in one line and runs
-headless instead.
+The GUI thread runs Qt's own loop (``QApplication.exec``) and nothing else;
+the core TrayService (supervisor, gateway, registry watch, hot reload, local
+HTTP server) runs on a thread and event loop of its own
+(core.serving.core_thread; README: "The event loop" says why), reached
+through app.core_link. One instance per user: a second launch asks the
+first to raise its window and exits 0. With no system tray available it
+says so in one line and runs headless instead.
 
 A person who launches it (the menu entry, ``mcp-tray``, ``make run``) gets
 the window; the login autostart entry passes ``--minimized`` and it stays
 in the tray, unless the config is broken (then the window shows why).
 """
 
-import asyncio
-import signal
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from core.base.errors import AlreadyRunning, NotRunning
 from core.cli.control_client import ControlClient
+from core.platform.signals import handle_stop_signals, wake_on_signals
+from core.serving.core_thread import CoreThread
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 
@@ -62,34 +65,74 @@ def run_gui(
     assert isinstance(app, QApplication)
     app.setApplicationName("mcp-tray")
     app.setQuitOnLastWindowClosed(False)
-    import qasync
-
+    core = start_core(config, paths)
+    if isinstance(core, int):
+        return core
     try:
-        return int(qasync.run(_main(app, config, paths, config_error, minimized=minimized)))
+        return launch(app, core, config_error, minimized=minimized)
+    finally:
+        core.stop()
+
+
+def start_core(config: TrayConfig, paths: Paths) -> "CoreThread | int":
+    """The core started on its own thread, or the exit code when it cannot start."""
+    from core.serving.service import TrayService
+
+    core = CoreThread(lambda: TrayService(config, paths, subreaper=True))
+    try:
+        core.start()
     except AlreadyRunning as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
         return 0
+    except OSError as exc:
+        print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return core
 
 
 class Gui:
-    """The desktop side over a started TrayService: window, tray icon, quit."""
+    """The desktop side over a started core: window, tray icon, quit."""
 
-    def __init__(self, app: Any, service: Any) -> None:
+    def __init__(self, app: Any, core: CoreThread) -> None:
         from app.core_link import CoreLink
         from app.icons import app_icon
         from app.tray import TrayActions, TrayController
         from app.window import MainWindow
 
-        self.service = service
+        self.app = app
+        self.core = core
         app.setWindowIcon(app_icon())
-        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.link = CoreLink(service.supervisor)
-        self.window = MainWindow(self.link, service)
-        service.on_raise = self.window.bring_up
-        self.tray = TrayController(self.link, TrayActions(service, self.window.bring_up, self.quit))
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.add_signal_handler(sig, self.quit)
+        self.link = CoreLink(core)
+        self.window = MainWindow(self.link)
+        # Asked on core's loop (the raise request of a second launch): shown on the GUI thread.
+        core.service.on_raise = lambda: self.link.on_gui(self.window.bring_up)
+        self.tray = TrayController(
+            self.link, TrayActions(self.link, self.window.bring_up, self.quit)
+        )
+        self.quitting = False
+        self._undo_signals = self._hear_stop_signals()
+
+    def _hear_stop_signals(self) -> Callable[[], None]:
+        """SIGTERM/SIGINT (Ctrl+C, Ctrl+Break on Windows) quit as the Quit entry does.
+
+        Python runs signal handlers on the main thread only when it runs
+        bytecode; Qt's loop is C++, so the signal's wake-up byte (a socket
+        Qt watches) makes Qt call back into Python at once.
+        """
+        from PySide6.QtCore import QSocketNotifier
+
+        undo_handlers = handle_stop_signals(self.quit)
+        wake, undo_wake = wake_on_signals()
+        notifier = QSocketNotifier(wake.fileno(), QSocketNotifier.Type.Read)
+        notifier.activated.connect(lambda *_: _drain(wake))
+        self._notifier = notifier
+
+        def undo() -> None:
+            notifier.setEnabled(False)
+            undo_wake()
+            undo_handlers()
+
+        return undo
 
     def show(self) -> None:
         from PySide6.QtWidgets import QSystemTrayIcon
@@ -104,46 +147,48 @@ class Gui:
             self.window.bring_up()
 
     def quit(self) -> None:
-        if not self.done.done():
-            self.done.set_result(0)
+        self.quitting = True
+        self.app.quit()
 
-    async def close(self) -> None:
+    def close(self) -> None:
+        """Take the desktop side down (the core is stopped after, by its owner)."""
+        self.core.service.on_raise = None
         self.tray.icon.hide()
-        await self.window.aclose()
+        self.window.close_down()
         self.link.close()
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)
-        await self.service.aclose()
+        self._undo_signals()
 
 
-#: Stop as the Quit entry does.
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+def _drain(wake: socket.socket) -> None:
+    try:
+        while wake.recv(512):
+            pass
+    except (BlockingIOError, InterruptedError):
+        return
 
 
-async def _main(
+def launch(
     app: Any,
-    config: TrayConfig,
-    paths: Paths,
-    config_error: str | None,
+    core: CoreThread,
+    config_error: str | None = None,
     *,
     minimized: bool = False,
     started: Callable[[Gui], None] | None = None,
 ) -> int:
-    """The tray until Quit; ``started`` is told the Gui once it shows (tests)."""
-    from core.serving.service import TrayService
+    """The desktop side over a started core, until Quit; ``started`` is told the Gui
+    once Qt's loop runs (tests)."""
+    from PySide6.QtCore import QTimer
 
-    service = TrayService(config, paths)
-    await service.start()
     if config_error:
-        service.supervisor.report_config_error(config_error)
-    gui = Gui(app, service)
+        core.call(core.service.supervisor.report_config_error, config_error)
+    gui = Gui(app, core)
     gui.show()
     gui.present(minimized=minimized, config_error=config_error)
-    print(f"mcp-tray running in the tray; API {service.url}", file=sys.stderr, flush=True)
+    print(f"mcp-tray running in the tray; API {core.service.url}", file=sys.stderr, flush=True)
     if started is not None:
-        started(gui)
+        QTimer.singleShot(0, lambda: started(gui))
     try:
-        return await gui.done
+        app.exec()
     finally:
-        await gui.close()
+        gui.close()
+    return 0

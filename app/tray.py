@@ -1,9 +1,8 @@
 """The tray icon: colour, tooltip, a menu rebuilt each time it opens, notifications."""
 
-import asyncio
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
@@ -81,33 +80,27 @@ def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> N
 
 
 class TrayActions:
-    """What the menu's entries do; each core call runs as a task on the loop."""
+    """What the menu's entries do; each core call runs on core's loop, through the link."""
 
     def __init__(
-        self, service: Any, open_window: Callable[[], None], quit_app: Callable[[], None]
+        self, link: CoreLink, open_window: Callable[[], None], quit_app: Callable[[], None]
     ) -> None:
-        self._service = service
+        self._link = link
         self._open_window = open_window
         self._quit = quit_app
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._connect_dialog: ConnectDialog | None = None
 
-    def _launch(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def respawn(self, name: str) -> None:
-        self._launch(self._service.supervisor.respawn(name))
+        self._link.run(self._link.supervisor.respawn(name))
 
     def stop(self, name: str) -> None:
-        self._launch(self._service.supervisor.stop_server(name))
+        self._link.run(self._link.supervisor.stop_server(name))
 
     def start(self, name: str) -> None:
-        self._launch(self._service.supervisor.start_server(name))
+        self._link.run(self._link.supervisor.start_server(name))
 
     def reset_all(self) -> None:
-        self._service.sessions.reset_all()
+        self._link.post(self._link.service.sessions.reset_all)
 
     def open_log(self, path: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))
@@ -120,7 +113,7 @@ class TrayActions:
         dialog = self._connect_dialog
         if dialog is None or not dialog.isVisible():
             # A fresh dialog each time: the servers and the client's file may have changed.
-            dialog = self._connect_dialog = for_service(self._service)
+            dialog = self._connect_dialog = for_service(self._link.service)
         dialog.show()
         dialog.raise_()
         dialog.activateWindow()

@@ -1,9 +1,9 @@
 """The mcp-tray window: Servers (with a details pane), Workers, Sessions, Warnings, Logs.
 
 Tables are views over the thin models in app.models, behind a sort proxy so
-selection and sort survive every update. Buttons run core calls as asyncio
-tasks; a button is disabled while its call runs, and a failure shows its
-text in the status bar.
+selection and sort survive every update. Buttons run core calls on core's
+own loop through the link (app.core_link); a button is disabled while its
+call runs, and a failure shows its text in the status bar.
 
 Nothing here runs while the window is hidden: the 1 Hz tick (ages, uptimes,
 sparklines sliding), the CPU/RSS sampler and the log follower all start in
@@ -11,10 +11,9 @@ sparklines sliding), the CPU/RSS sampler and the log follower all start in
 still update the models, so the window is current the moment it shows.
 """
 
-import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,7 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core_link import CoreLink, activity_for
+from app.core_link import CoreLink
 from app.details import DetailsPane
 from app.icons import app_icon
 from app.models import (
@@ -172,15 +171,13 @@ class TimelineHighlighter(QSyntaxHighlighter):
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, link: CoreLink, service: Any) -> None:
+    def __init__(self, link: CoreLink) -> None:
         super().__init__()
         self.link = link
-        self.service = service
-        self.activity = activity_for(service)
+        self.service = service = link.service
         self.setWindowTitle("mcp-tray")
         self.setWindowIcon(app_icon())
         self.resize(1120, 680)
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._snapshot: TraySnapshot = link.snapshot()
 
         self.servers = Table(
@@ -294,7 +291,9 @@ class MainWindow(QMainWindow):
             self._poll_log_soon()
 
     def _refresh_servers(self, now: float | None = None) -> None:
-        rows = server_rows(self._snapshot.servers, self.sampler.usage, self.activity.series)
+        servers = self._snapshot.servers
+        series = self.link.series([s.name for s in servers])
+        rows = server_rows(servers, self.sampler.usage, series.__getitem__)
         self.servers.model.set_rows(rows, time.time() if now is None else now)
 
     def tick(self) -> None:
@@ -307,7 +306,7 @@ class MainWindow(QMainWindow):
             self.poll_log()
 
     def _live_pids(self) -> dict[str, int]:
-        return {s.name: s.pid for s in self.service.supervisor.all_servers() if s.pid is not None}
+        return {s.name: s.pid for s in self._snapshot.servers if s.pid is not None}
 
     def _heartbeat_status(self) -> None:
         workers = self.service.workers
@@ -330,10 +329,14 @@ class MainWindow(QMainWindow):
         return None
 
     def _offer(self, name: str) -> ServerOffer | None:
-        for server in self.service.supervisor.all_servers():
-            if server.name == name:
-                return offer_of(server)
-        return None
+        def read() -> ServerOffer | None:
+            for server in self.service.supervisor.all_servers():
+                if server.name == name:
+                    return offer_of(server)
+            return None
+
+        # On core's loop, which owns the catalog; a quick read.
+        return self.link.call(read)
 
     def _show_details(self) -> None:
         self.details.show_server(self._server_snapshot(self.servers.current_key()))
@@ -354,27 +357,22 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ actions
 
-    def run(self, button: QPushButton | None, coro: Awaitable[Any], done: str) -> None:
-        """Run a core call: button disabled meanwhile, the outcome in the status bar."""
+    def run(self, button: QPushButton | None, coro: Coroutine[Any, Any, Any], done: str) -> None:
+        """Run a core call on core's loop: button disabled meanwhile, the outcome in the status bar."""
         if button is not None:
             button.setEnabled(False)
 
-        async def runner() -> None:
-            try:
-                await coro
-            except McpTrayError as exc:
-                self.statusBar().showMessage(str(exc), 15000)
-            except Exception as exc:
-                self.statusBar().showMessage(f"{type(exc).__name__}: {exc}", 15000)
+        def finished(error: BaseException | None) -> None:
+            if isinstance(error, McpTrayError):
+                self.statusBar().showMessage(str(error), 15000)
+            elif error is not None:
+                self.statusBar().showMessage(f"{type(error).__name__}: {error}", 15000)
             else:
                 self.statusBar().showMessage(done, 5000)
-            finally:
-                if button is not None:
-                    button.setEnabled(True)
+            if button is not None:
+                button.setEnabled(True)
 
-        task = asyncio.get_running_loop().create_task(runner())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.link.run(coro, finished)
 
     def _on_servers(self, button: QPushButton, act: Callable[[str], Awaitable[None]]) -> None:
         names = self.servers.selected_keys()
@@ -563,13 +561,13 @@ class MainWindow(QMainWindow):
         self.sampler.stop()
         self._log_soon.stop()
 
-    async def aclose(self) -> None:
+    def close_down(self) -> None:
         """Hide and let a sample under way finish (before the service stops)."""
         self.hide()
         if self._follower is not None:
             self._follower.close()
             self._follower = None
-        await self.sampler.settle()
+        self.sampler.close()
 
     def bring_up(self) -> None:
         self.show()

@@ -198,6 +198,10 @@ TRICKLED_HEAD: Final = (
 )
 
 
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform == "linux", (
+    "bench/abuse.py measures Linux (file limits through psutil.Process.rlimit)"
+)
 # ------------------------------------------------------------------ helpers
 
 

@@ -88,6 +88,9 @@ READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 15.0
 _TIMESTAMP_RE: Final = re.compile(r"-\d{4}-\d{2}-\d{2}T[\dZ-]+$")
 
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
+
 
 class BenchError(Exception):
     pass

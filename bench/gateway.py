@@ -252,6 +252,19 @@ _UPSTREAM_RE: Final = re.compile(
 )
 
 
+# Imported by bench/scale.py too; type-checked under every OS by `make lint`,
+# it measures POSIX machines only (process groups).
+if sys.platform != "win32":
+
+    def _kill_group(pgid: int, *, hard: bool) -> None:
+        os.killpg(pgid, signal.SIGKILL if hard else signal.SIGTERM)
+
+else:
+
+    def _kill_group(pgid: int, *, hard: bool) -> None:
+        raise OSError("bench/gateway.py measures POSIX machines (process groups)")
+
+
 class BenchError(Exception):
     pass
 
@@ -266,11 +279,22 @@ class PeerUnavailable(Exception):
 class Tray:
     """A headless tray in a subprocess, from a private home; always stopped by ``stop``."""
 
-    def __init__(self, home: Path, profile: Path | None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        profile: Path | None,
+        runner: tuple[str, ...] = ("-m", "core.cli.main"),
+        server: Path = ECHO_SCRIPT,
+    ) -> None:
         self.home = home
+        #: The script of the one server, ``echo`` (bench/scale.py may serve a leaner one).
+        self.server = server
         self.config = home / "bench-config.json"
         self.log = home / "tray-output.log"
         self.profile = profile
+        #: The interpreter arguments that run the CLI (bench/scale.py passes one that
+        #: picks another event loop first).
+        self.runner = runner
         self.process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self.url = ""
@@ -302,9 +326,9 @@ class Tray:
         )
 
     def start(self) -> None:
-        config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}}}
+        config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(self.server)]}}}
         self.config.write_text(json.dumps(config, indent=2))
-        runner = ["-m", "core.cli.main"]
+        runner = list(self.runner)
         if self.profile is not None:
             runner = ["-m", "cProfile", "-o", str(self.profile), *runner]
         self._log_file = self.log.open("wb")
@@ -370,7 +394,7 @@ class Tray:
                         file=sys.stderr,
                     )
                     with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
+                        _kill_group(process.pid, hard=True)
                     process.wait(5)
             return process.returncode
         finally:
@@ -510,7 +534,7 @@ class Relay:
                 file=sys.stderr,
             )
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_group(process.pid, hard=True)
             process.wait(5)
 
 
@@ -584,10 +608,12 @@ class RawHttpClient:
             await _close_writer(self.writer)
 
     async def _post(self, message: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        return await self._send(self._head, json.dumps(message).encode())
+
+    async def _send(self, head: bytes, body: bytes) -> tuple[int, dict[str, str], bytes]:
         reader, writer = self.reader, self.writer
         assert reader is not None and writer is not None
-        body = json.dumps(message).encode()
-        writer.write(self._head + b"content-length: %d\r\n\r\n" % len(body) + body)
+        writer.write(head + b"content-length: %d\r\n\r\n" % len(body) + body)
         await writer.drain()
         status_line = await reader.readline()
         if not status_line:
@@ -628,6 +654,12 @@ class RawHttpClient:
         if status != 200:
             raise BenchError(f"raw-gateway call: {status} {body[:300]!r}")
         return json.loads(body)
+
+    async def end(self) -> None:
+        """DELETE the session, as a client done with it does."""
+        status, _, body = await self._send(b"DELETE" + self._head.removeprefix(b"POST"), b"")
+        if status != 200:
+            raise BenchError(f"raw-gateway DELETE: {status} {body[:300]!r}")
 
 
 # ------------------------------------------------------ the peers: install, processes
@@ -699,14 +731,14 @@ def _stop_group(process: subprocess.Popen[Any], grace: float, *, group_term: boo
     ``group_term``); SIGKILL the group if the leader lingers."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if group_term:
-            os.killpg(process.pid, signal.SIGTERM)
+            _kill_group(process.pid, hard=False)
         else:
             process.send_signal(signal.SIGTERM)
     try:
         process.wait(grace)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process.pid, hard=True)
         process.wait(5)
 
 

@@ -18,7 +18,7 @@ from typing import IO, Any, Final
 import psutil
 from mcp.types import TextContent
 
-from core.base.envvars import OWNER_ENV
+from core.platform import procs
 from core.supervision.sweep import owner_of
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -91,17 +91,15 @@ def bridge_pids() -> list[int]:
 def tagged_by(tray_pids: Iterable[int], skip: int | None = None) -> list[str]:
     """Live processes tagged (MCP_TRAY_OWNER) by one of these trays, except by ``skip``."""
     owners = set(tray_pids) - {skip}
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["pid", "uids"]):
-        with contextlib.suppress(psutil.Error, ValueError):
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            tag = proc.environ().get(OWNER_ENV)
-            if not tag or int(owner_of(tag).split("-", 1)[0]) not in owners:
-                continue
-            found.append(f"pid {proc.pid} (tray {owner_of(tag)}): {' '.join(proc.cmdline())[:160]}")
-    return found
+
+    def ours(tag: str) -> bool:
+        pid = owner_of(tag).split("-", 1)[0]
+        return pid.isdigit() and int(pid) in owners
+
+    return [
+        f"pid {proc.pid} (tray {owner_of(tag)}): {procs.cmdline(proc)[:160]}"
+        for proc, tag in procs.tagged(ours)
+    ]
 
 
 def trouble_in(text: str, where: str) -> list[str]:

@@ -38,8 +38,10 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.base.envvars import PLATFORM_ENV
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
+from core.platform.backends import backends
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 from core.supervision.supervisor import Supervisor
@@ -53,6 +55,9 @@ DEFAULT_KILLS = 50
 WAIT_SECONDS = 30.0
 TARGET_EXIT_SEEN_P50_MS = 20.0
 TARGET_RECOVERY_OVER_COLD_MS = 100.0
+
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
 
 
 class BenchAborted(Exception):
@@ -234,6 +239,11 @@ def main() -> int:
     print(
         f"server: {DEMO_SCRIPT.relative_to(ROOT)} (tool {TOOL!r}), {args.kills} kills of each kind"
     )
+    chosen = backends()
+    print(
+        f"backends: {chosen.name} set (MCP_TRAY_PLATFORM={os.environ.get(PLATFORM_ENV, '')!r}): "
+        f"exit watch {chosen.exits.name}; pipes {chosen.pipes.name}; tree {chosen.trees.name}"
+    )
     began = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as tmp:
@@ -267,6 +277,8 @@ def main() -> int:
     )
     print(f"elapsed: {elapsed:.1f} s")
     command = ".venv/bin/python bench/recovery.py"
+    if os.environ.get(PLATFORM_ENV):
+        command = f"{PLATFORM_ENV}={os.environ[PLATFORM_ENV]} {command}"
     command += f" --kills {args.kills}"
     print(f"reproduce: {command}")
     return 0

@@ -105,6 +105,8 @@ STOP_SECONDS: Final = 30.0
 BROKEN_IN_A_ROW: Final = 3
 
 
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
 # ------------------------------------------------------------------ the trays
 
 

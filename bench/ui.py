@@ -2,8 +2,8 @@
 
 The parent runs the real tray GUI in a subprocess (``--child``) under
 ``QT_QPA_PLATFORM=offscreen``, built exactly as app/main.py builds it
-(TrayService on a qasync loop, CoreLink, MainWindow shown, TrayActions and
-TrayController; offscreen has no system tray, so the icon is shown only when
+(TrayService on core's own thread and loop, CoreLink, MainWindow shown,
+TrayActions and TrayController; offscreen has no system tray, so the icon is shown only when
 one is available) from a private MCP_TRAY_HOME with 10 demo servers
 (clock_server.py x4, notes_server.py x3, fragile_server.py x3). It measures
 that one process from outside with psutil: CPU = (user + system) delta of
@@ -38,7 +38,6 @@ itself breaks (a tray that must be killed is reported on the ``stop:`` line). Ru
 """
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -85,6 +84,9 @@ TARGET_RSS_MB = 150.0
 TARGET_ROWS_CPU_PERCENT = 5.0
 MB = 1_000_000
 
+# Type-checked under every OS by `make lint`; it only runs where it measures.
+assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
+
 
 class BenchError(Exception):
     pass
@@ -94,15 +96,18 @@ class BenchError(Exception):
 
 
 def child_main(args: argparse.Namespace) -> int:
-    """The tray GUI as app/main.py composes it, plus two bench signals.
+    """The tray GUI as app/main.py composes it (core on its own thread, the Gui
+    and Qt's loop on the main one), plus three bench signals.
 
     SIGUSR1 makes the Workers tab current; SIGUSR2 prints one ``MODEL`` line
     (the window's model row counts); SIGHUP hides or shows the window.
-    SIGTERM/SIGINT quit as the app does.
+    SIGTERM/SIGINT quit as the app does. The Gui's own signal wake-up (a
+    socket Qt watches) makes Qt run these Python handlers at once.
     """
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
+    from app.main import Gui, launch, start_core
     from core.settings.config import load_config
 
     paths = default_paths().ensure()
@@ -111,29 +116,16 @@ def child_main(args: argparse.Namespace) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName("mcp-tray")
     app.setQuitOnLastWindowClosed(False)
-    import qasync
-
-    return int(qasync.run(_child(app, config, paths)))
-
-
-async def _child(app: Any, config: Any, paths: Paths) -> int:
-    from PySide6.QtWidgets import QSystemTrayIcon
-
-    from app.main import Gui
-    from core.serving.service import TrayService
-
-    service = TrayService(config, paths)
-    await service.start()
-    # Exactly what the app builds (app/main.py), plus two bench-only signals.
-    gui = Gui(app, service)
-    gui.show()
-    window = gui.window
-    window.bring_up()
+    core = start_core(config, paths)
+    if isinstance(core, int):
+        return core
+    shown: list[Gui] = []
     asked = 0
 
     def model_line() -> None:
         nonlocal asked
         asked += 1
+        window = shown[0].window
         print(
             f"MODEL#{asked} workers={window.workers.model.rowCount()} "
             f"servers={window.servers.model.rowCount()} tab={window.tabs.currentIndex()} "
@@ -141,21 +133,27 @@ async def _child(app: Any, config: Any, paths: Paths) -> int:
             flush=True,
         )
 
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGUSR1, lambda: window.tabs.setCurrentWidget(window.workers))
-    loop.add_signal_handler(
-        signal.SIGHUP, lambda: window.hide() if window.isVisible() else window.bring_up()
-    )
-    loop.add_signal_handler(signal.SIGUSR2, model_line)
-    print(
-        f"READY pid={os.getpid()} tray={QSystemTrayIcon.isSystemTrayAvailable()} url={service.url}",
-        flush=True,
-    )
+    def bench_signals(gui: Gui) -> None:
+        shown.append(gui)
+        window = gui.window
+        signal.signal(signal.SIGUSR1, lambda *_: window.tabs.setCurrentWidget(window.workers))
+        signal.signal(
+            signal.SIGHUP, lambda *_: window.hide() if window.isVisible() else window.bring_up()
+        )
+        signal.signal(signal.SIGUSR2, lambda *_: model_line())
+        print(
+            f"READY pid={os.getpid()} tray={QSystemTrayIcon.isSystemTrayAvailable()} "
+            f"url={core.service.url}",
+            flush=True,
+        )
+
     try:
-        return await gui.done
+        # The window opens as for a person's launch (not --minimized).
+        return launch(app, core, minimized=False, started=bench_signals)
     finally:
-        model_line()
-        await gui.close()
+        if shown:
+            model_line()
+        core.stop()
         print("STOPPED", flush=True)
 
 

@@ -4,8 +4,8 @@
 #
 #   sh packaging/smoke_test.sh [LAUNCHER] [CONFIG]
 #
-# The launcher prints its version; install-desktop writes and removes its files
-# (under a temporary XDG home); `run --headless` on the demo config answers
+# The launcher prints its version; on Linux install-desktop writes and removes
+# its files (under a temporary XDG home); `run --headless` on the demo config answers
 # `status --json` with every server ready (the demo servers are Python scripts
 # that the bundle's launcher runs itself, see packaging/entry.py) and a tool
 # call; SIGTERM stops it with exit 0 and no server process left.
@@ -33,11 +33,14 @@ export MCP_TRAY_HOME="$work/home"
 echo "== $BUNDLE --version"
 "$BUNDLE" --version
 
-echo "== install-desktop --autostart, then --uninstall (XDG dirs in $work)"
-XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --autostart
-grep "^Exec=" "$work/data/applications/mcp-tray.desktop" | grep -qF "$(cd "$(dirname "$BUNDLE")" && pwd)/mcp-tray" \
-    || fail "the desktop entry's Exec is not $BUNDLE"
-XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --uninstall
+if [ "$(uname -s)" = Linux ]; then
+    # macOS's LaunchAgent and Windows' Run value would touch the real login items.
+    echo "== install-desktop --autostart, then --uninstall (XDG dirs in $work)"
+    XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --autostart
+    grep "^Exec=" "$work/data/applications/mcp-tray.desktop" | grep -qF "$(cd "$(dirname "$BUNDLE")" && pwd)/mcp-tray" \
+        || fail "the desktop entry's Exec is not $BUNDLE"
+    XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$BUNDLE" install-desktop --uninstall
+fi
 
 echo "== run --headless --config $CONFIG"
 "$BUNDLE" run --headless --config "$CONFIG" >"$work/run.log" 2>&1 &

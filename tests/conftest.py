@@ -17,7 +17,9 @@ import psutil
 import pytest
 
 from core.base.clock import SYSTEM_CLOCK, Clock
+from core.base.envvars import PLATFORM_ENV
 from core.base.states import ServerState
+from core.platform.backends import CHOICES, Backends, backends
 from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
 from core.supervision.child import ChildProcess, Spawner, StopTiming
@@ -27,6 +29,12 @@ from core.supervision.supervisor import Supervisor
 from tests.fakes import FakeClock
 
 pytest_plugins = ["tests.gateway_support"]
+
+#: Test modules about POSIX process groups and signals, not collected on Windows
+#: (the Windows job object has its own semantics, type-checked only; README: Platforms).
+POSIX_ONLY = ["test_stop_contract.py", "test_seams.py"]
+if sys.platform == "win32":
+    collect_ignore = POSIX_ONLY
 
 SERVERS = Path(__file__).parent / "servers"
 ECHO = SERVERS / "echo.py"
@@ -68,6 +76,20 @@ def python_server(script: Path, **env: str) -> dict[str, Any]:
     if env:
         entry["env"] = env
     return entry
+
+
+@pytest.fixture(params=CHOICES)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Backends:
+    """Each backend set in turn: this OS's native one, then the portable one.
+
+    Supervision suites take it with ``pytestmark = pytest.mark.usefixtures("backend")``,
+    so what macOS and Windows fall back to runs here on every ``make test``.
+    The variable reaches children too (a headless tray started by a test).
+    """
+    monkeypatch.setenv(PLATFORM_ENV, request.param)
+    chosen = backends()
+    assert chosen.name == request.param
+    return chosen
 
 
 @pytest.fixture
@@ -213,8 +235,21 @@ async def kill_hard(pid: int) -> None:
 
     Never psutil's wait(): it would reap our own child behind the pidfd's back.
     """
-    os.kill(pid, 9)
+    kill_now(pid)
     await wait_until(lambda: process_gone(pid), timeout=5, what=f"pid {pid} to die")
+
+
+def kill_now(pid: int) -> None:
+    """kill -9 (TerminateProcess on Windows), without waiting."""
+    psutil.Process(pid).kill()
+
+
+def make_fifo(path: Path) -> None:
+    """A named pipe at ``path``; Windows keeps those out of the file system."""
+    if sys.platform == "win32":
+        pytest.skip("Windows has no FIFOs in the file system")
+    else:
+        os.mkfifo(path)
 
 
 def process_gone(pid: int) -> bool:

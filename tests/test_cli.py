@@ -39,7 +39,7 @@ from core.settings.runtime import RuntimeInfo
 from core.settings.secrets import KEYRING_SERVICE
 from core.supervision.run import START_TIMEOUT_SECONDS
 from tests.cli_support import cli, home_env, run_mcp_tray, run_python
-from tests.conftest import ECHO, GRANDCHILD, python_server
+from tests.conftest import ECHO, GRANDCHILD, make_fifo, python_server
 from tests.conftest import process_alive as alive
 from tests.fake_keyring import FileKeyring
 
@@ -461,7 +461,7 @@ def test_a_config_that_is_no_regular_file_or_too_big_exits_2_at_once(
 ) -> None:
     config = tmp_path / "config.json"
     if kind == "fifo":
-        os.mkfifo(config)  # no writer: an open() without O_NONBLOCK would wait forever
+        make_fifo(config)  # no writer: an open() without O_NONBLOCK would wait forever
         expected = "named pipe (FIFO)"
     elif kind == "device":
         config = Path("/dev/zero")  # a read of it never ends
@@ -609,7 +609,36 @@ def test_doctor_shows_a_token_kept_in_a_file_as_information_and_exits_0(tmp_path
     assert lines[0] == "no problems found"
     assert lines[1].startswith(f"info: token-storage: the API token is kept in {paths.token_file}")
     assert report["ok"] is True and report["warnings"] == []
-    assert [note["family"] for note in report["info"]] == ["token-storage"]
+    assert [note["family"] for note in report["info"]] == ["token-storage", *["platform"] * 10]
+
+
+def test_doctor_names_the_backends_in_use_and_mcp_tray_platform_chooses_them(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    native = json.loads(run_mcp_tray(clean_env(home), "doctor", "--json").stdout)["platform"]
+    portable_env = dict(clean_env(home), MCP_TRAY_PLATFORM="portable")
+    text = run_mcp_tray(portable_env, "doctor")
+    portable = json.loads(run_mcp_tray(portable_env, "doctor", "--json").stdout)["platform"]
+
+    assert native["set"] == f"native ({sys.platform})"
+    assert portable["set"] == f"portable ({sys.platform})"
+    assert portable["exit watch"].startswith("wait thread")
+    assert portable["process tree"].startswith("psutil tree")
+    if sys.platform == "linux":
+        assert native["exit watch"].startswith("pidfd")
+        assert native["escapees"].startswith("child subreaper")
+    assert "info: platform: pipes: threads (one per pipe)" in text.stdout.splitlines()
+    assert text.returncode == 0
+
+
+def test_an_unknown_mcp_tray_platform_is_a_usage_error_naming_the_choices(tmp_path: Path) -> None:
+    env = dict(clean_env(tmp_path / "home"), MCP_TRAY_PLATFORM="bsd")
+    result = run_mcp_tray(env, "doctor")
+    assert result.returncode == 2
+    assert "MCP_TRAY_PLATFORM='bsd' names no backend set: set it to 'native' or 'portable'" in (
+        result.stderr
+    )
 
 
 def damage(registry_file: Path, how: str) -> None:
@@ -693,7 +722,7 @@ def test_a_fifo_renamed_onto_a_running_trays_config_is_refused_and_sigterm_still
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
     pid = tray.wait_state("echo", "ready")["pid"]
     fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
+    make_fifo(fifo)
     os.replace(fifo, tray.config_path)
 
     def refused() -> str | None:

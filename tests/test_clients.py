@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.clients import (
-    CLIENT_NAMES,
-    client_snippet,
-    import_servers,
-    read_client_servers,
-    strip_jsonc,
-)
+from core.cli import integrations
+from core.cli.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
 from core.settings.config import load_config
 from core.settings.secrets import get_secret
 from tests.cli_support import run_mcp_tray
@@ -55,7 +50,7 @@ def test_an_http_snippet_points_at_the_gateway_with_the_token_and_names_its_clie
     assert entry["url"] == "http://127.0.0.1:4321/mcp/echo"
     assert entry["headers"] == {
         "Authorization": "Bearer t0k",
-        "x-mcp-tray-identity": CLIENT_NAMES[client],
+        "x-mcp-tray-identity": integrations.client(client).registered_as,
     }
 
 

@@ -8,7 +8,6 @@ tests/test_fuzz_config.py.
 """
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from core.settings.config import (
     load_config,
     valid_server_name,
 )
+from tests.conftest import make_fifo
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -346,7 +346,7 @@ def test_an_integer_with_thousands_of_digits_is_a_config_error(tmp_path: Path) -
 
 def test_a_fifo_is_refused_at_once_without_waiting_for_a_writer(tmp_path: Path) -> None:
     fifo = tmp_path / "config.json"
-    os.mkfifo(fifo)
+    make_fifo(fifo)
     with pytest.raises(ConfigError) as caught:
         load_config(fifo)  # blocked forever before: open() waited for a writer
     assert "named pipe (FIFO), not a regular file" in one_line(caught.value)

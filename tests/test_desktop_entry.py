@@ -17,16 +17,9 @@ from pathlib import Path
 import pytest
 
 from core.base.errors import DesktopEntryError
-from core.cli import desktop_entry
-from core.cli.desktop_entry import (
-    AUTOSTART_LINE,
-    desktop_files,
-    exec_value,
-    home_override,
-    install,
-    launcher_argv,
-    uninstall,
-)
+from core.cli import desktop_linux
+from core.cli.desktop_entry import home_override, install, launcher_argv, uninstall
+from core.cli.desktop_linux import AUTOSTART_LINE, desktop_files, exec_value
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -159,7 +152,7 @@ def test_without_a_script_the_launcher_is_the_one_on_path_else_python_m_core_cli
 def test_a_missing_template_is_a_clear_error_and_writes_nothing(
     xdg: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(desktop_entry, "TEMPLATE", tmp_path / "nope.desktop.in")
+    monkeypatch.setattr(desktop_linux, "TEMPLATE", tmp_path / "nope.desktop.in")
     with pytest.raises(DesktopEntryError, match="template is missing"):
         install()
     assert not any(path.exists() for path in desktop_files().all)

@@ -59,11 +59,13 @@ VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026
 #: Tools of echo that would end or stall the child on purpose: not what this probes.
 HARMFUL_TOOLS: Final = frozenset({"crash", "slow_read", "slow_write", "count", "ask", "confirm"})
 
+#: One segment of a path. Not "." or "..": the client resolves dot segments
+#: (RFC 3986) before it sends, so the request would name another route.
 path_segment = st.text(
     st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="/?#%"),
     min_size=1,
     max_size=20,
-)
+).filter(lambda segment: segment not in {".", ".."})
 #: What a header value can be on the wire (no surrounding blanks: a client strips them).
 header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40).map(
     str.strip

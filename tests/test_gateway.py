@@ -14,7 +14,9 @@ import pytest
 from mcp.client.session import IncomingMessage
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
+from core.base.envvars import PLATFORM_ENV
 from core.base.states import ServerState
+from core.platform.backends import Backends
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
 from tests.gateway_support import REPO, Services, bridge_client, http_client, text, worker_row
 
@@ -40,13 +42,15 @@ async def test_an_http_client_lists_and_calls_tools_and_reads_resources_and_prom
     assert "Ada" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 
-async def test_a_client_through_the_bridge_lists_and_calls_tools(services: Services) -> None:
+async def test_a_client_through_the_bridge_lists_and_calls_tools(
+    services: Services, backend: Backends
+) -> None:
     service = await services.start({"echo": python_server(ECHO)})
     await wait_ready(service.supervisor.server("echo"))
 
-    async with bridge_client(
-        service.paths, "echo", env={"MCP_TRAY_CLIENT": "Claude Desktop"}
-    ) as client:
+    # The bridge's own stdio runs on the chosen set's pipes (threads in the portable one).
+    env = {"MCP_TRAY_CLIENT": "Claude Desktop", PLATFORM_ENV: backend.name}
+    async with bridge_client(service.paths, "echo", env=env) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         result = await client.call_tool("echo", {"text": "via the bridge"})
         sessions = service.sessions.to_json()

@@ -26,7 +26,15 @@ from core.serving.config_watch import READ_TIMEOUT_SECONDS, ConfigWatcher, Loade
 from core.settings.config import TrayConfig, load_config
 from core.settings.paths import Paths
 from core.supervision.supervisor import Supervisor
-from tests.conftest import ECHO, FAST_TIMING, process_alive, python_server, wait_ready, wait_until
+from tests.conftest import (
+    ECHO,
+    FAST_TIMING,
+    make_fifo,
+    process_alive,
+    python_server,
+    wait_ready,
+    wait_until,
+)
 from tests.fakes import FakeClock
 
 
@@ -182,7 +190,7 @@ async def test_a_fifo_renamed_onto_the_config_is_refused_and_blocks_neither_relo
         await wait_ready(server)
         pid = server.pid
         fifo = tray_home.config_file.with_name("pipe")
-        os.mkfifo(fifo)
+        make_fifo(fifo)
         os.replace(fifo, tray_home.config_file)
 
         await wait_until(lambda: supervisor.config_error is not None, what="the FIFO refused")

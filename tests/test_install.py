@@ -21,14 +21,13 @@ import pytest
 from core.base.errors import CommandError, ConfigError, SnippetError
 from core.cli.install import (
     BACKUP_INFIX,
-    INSTALLABLE,
     apply_install,
-    client_config_path,
     is_mcp_tray_entry,
     plan_install,
     run_install,
     snippet_entries,
 )
+from core.cli.integrations import client_config_path, installable_clients
 from tests.cli_support import run_mcp_tray
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients" / "install"
@@ -83,7 +82,7 @@ def test_each_client_file_lives_where_that_client_reads_it(tmp_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize("client", INSTALLABLE)
+@pytest.mark.parametrize("client", installable_clients())
 def test_installing_keeps_the_other_servers_and_keys_of_the_file_untouched(
     client: str, tmp_path: Path
 ) -> None:
@@ -109,7 +108,7 @@ def test_installing_keeps_the_other_servers_and_keys_of_the_file_untouched(
     assert all(line in path.read_text() for line in before_text.splitlines())
 
 
-@pytest.mark.parametrize("client", INSTALLABLE)
+@pytest.mark.parametrize("client", installable_clients())
 def test_the_entries_written_are_the_clients_own_snippet(client: str, tmp_path: Path) -> None:
     entries = snippet_entries(client, ["echo"], tray_home="/srv/tray")
     apply_install(plan_install(client, entries, home=tmp_path))
@@ -156,7 +155,7 @@ def test_a_backup_of_the_previous_file_is_kept_beside_it_with_its_bytes_and_mode
     assert f"backup of the previous file: {result.backup}" in str(result)
 
 
-@pytest.mark.parametrize("client", INSTALLABLE)
+@pytest.mark.parametrize("client", installable_clients())
 def test_a_second_install_changes_nothing_and_makes_no_second_backup(
     client: str, tmp_path: Path
 ) -> None:

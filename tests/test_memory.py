@@ -1,4 +1,4 @@
-"""core.base.memory: large freed blocks go back to the system at once.
+"""core.platform.memory: large freed blocks go back to the system at once.
 
 Strategy: a fresh Python process (the setting is process-wide and cannot be
 undone) frees one 16 MiB block, which makes glibc serve everything smaller
@@ -20,7 +20,7 @@ from tests.gateway_support import REPO
 PROBE = """
 import sys
 import psutil
-from core.base.memory import return_large_blocks
+from core.platform.memory import return_large_blocks
 
 if sys.argv[1] == "fixed":
     assert return_large_blocks()

@@ -23,6 +23,7 @@ import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -241,8 +242,8 @@ def test_an_installed_wheel_finds_its_template_and_icon(wheel: Build, tmp_path: 
         text=True,
     ).stdout.strip()
     script = (
-        "import json; from core.cli import desktop_entry as d; r = d.install(); "
-        "print(json.dumps([str(d.TEMPLATE), str(d.ICON)]))"
+        "import json; from core.cli import desktop_entry, desktop_linux as d; "
+        "desktop_entry.install(system='linux'); print(json.dumps([str(d.TEMPLATE), str(d.ICON)]))"
     )
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
@@ -399,3 +400,78 @@ async def test_the_demo_notes_server_defaults_to_mcp_trays_own_state_folder(
     assert _files_under(env["XDG_STATE_HOME"]) == [tray_state / "demo" / "notes.txt"]
     assert _files_under(env["TMPDIR"]) == [] and _files_under(env["HOME"]) == []
     assert _old_notes_stat() == before, f"the server touched {OLD_SHARED_NOTES}"
+
+
+# ------------------------------------------------ the bundle on each OS (packaging/bundle.py)
+
+
+class Declared:
+    """A stand-in for one of PyInstaller's classes: records how it was called."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+        self.pure, self.scripts, self.binaries, self.datas = "pure", "scripts", "bins", "datas"
+
+
+def declare(system: str) -> tuple[Any, dict[str, list[Declared]]]:
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        import bundle
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    made: dict[str, list[Declared]] = {}
+
+    def kind(name: str) -> type[Declared]:
+        def record(*args: Any, **kwargs: Any) -> Declared:
+            item = Declared(*args, **kwargs)
+            made.setdefault(name, []).append(item)
+            return item
+
+        return record  # type: ignore[return-value]
+
+    classes = {n: kind(n) for n in ("Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE")}
+    last = bundle.build(system, ROOT, {**classes, "hiddenimports": []}, "9.9.9")
+    return last, made
+
+
+def test_the_macos_bundle_is_a_menu_bar_app_with_the_icns_icon() -> None:
+    last, made = declare("darwin")
+    [app] = made["BUNDLE"]
+    assert last is app
+    assert app.kwargs["name"] == "mcp-tray.app"
+    assert app.kwargs["icon"].endswith("mcp-tray.icns")
+    assert app.kwargs["info_plist"]["LSUIElement"] is True
+    assert app.kwargs["info_plist"]["CFBundleShortVersionString"] == "9.9.9"
+    [exe] = made["EXE"]
+    assert exe.kwargs["console"] is True  # also the CLI and the bridge
+
+
+def test_the_windows_bundle_is_a_windowed_exe_with_a_console_twin_and_the_ico_icon() -> None:
+    last, made = declare("win32")
+    assert "BUNDLE" not in made
+    windowed, twin = made["EXE"]
+    assert (windowed.kwargs["name"], windowed.kwargs["console"]) == ("mcp-tray", False)
+    assert (twin.kwargs["name"], twin.kwargs["console"]) == ("mcp-tray-cli", True)
+    assert windowed.kwargs["icon"].endswith("mcp-tray.ico")
+    [folder] = made["COLLECT"]
+    assert last is folder and folder.kwargs["name"] == "mcp-tray"
+    assert folder.args[:2] == (windowed, twin)
+
+
+def test_the_linux_bundle_is_one_folder_with_a_console_launcher() -> None:
+    last, made = declare("linux")
+    [exe] = made["EXE"]
+    assert exe.kwargs["console"] is True and exe.kwargs["icon"] is None
+    assert "BUNDLE" not in made and last is made["COLLECT"][0]
+
+
+@pytest.mark.parametrize("icon", ["mcp-tray.ico", "mcp-tray.icns"])
+def test_the_bundle_icons_hold_pngs_at_every_size(icon: str) -> None:
+    data = (ROOT / "resources" / "icons" / icon).read_bytes()
+    png = b"\x89PNG\r\n\x1a\n"
+    if icon.endswith(".ico"):
+        assert data[:4] == b"\x00\x00\x01\x00"
+        assert int.from_bytes(data[4:6], "little") == 7  # 16 to 256 px
+    else:
+        assert data[:4] == b"icns" and int.from_bytes(data[4:8], "big") == len(data)
+    assert data.count(png) >= 7

@@ -25,6 +25,7 @@ from core.registry.records import (
     BLOCKER_NO_ATTACHMENT,
     OWNED,
     UNOWNED,
+    NewWorker,
     Registration,
 )
 from core.registry.schema import SCHEMA_VERSION
@@ -216,6 +217,68 @@ def test_a_heartbeat_advances_last_heartbeat_and_leaves_started_at(
     assert after.started_at == outcome.record.started_at
     assert after.last_heartbeat_at == clock.now > after.started_at
     assert after.beats == 1
+
+
+def test_register_many_writes_each_row_as_register_would_keeping_an_existing_ones_epoch(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    known = attach(registry, clock, client="cursor", session="sess-a")
+    registry.claim_generation(known.worker_identity)
+    clock.advance(10)
+    again, new = registry.register_many(
+        [
+            NewWorker(known.worker_identity, "cursor", "sess-a", "bridge", pid=7),
+            NewWorker("zed:0001", "Zed", "sess-b", "http-session", server="files"),
+        ]
+    )
+    assert not again.created and again.fencing_epoch == known.fencing_epoch + 1
+    assert again.record.pid == 7 and again.record.last_heartbeat_at == clock.now
+    assert new.created and new.fencing_epoch == INITIAL_FENCING_EPOCH
+    assert new.record.client_name == "zed" and new.record.started_at == clock.now
+    assert len(registry.list_workers()) == 2
+
+
+def test_remove_many_deletes_the_rows_it_names_and_counts_those_that_were_there(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    gone = attach(registry, clock, client="cursor", session="sess-a")
+    kept = attach(registry, clock, client="zed", session="sess-b")
+    assert registry.remove_many([gone.worker_identity, "nobody:0000"]) == 1
+    assert [w.worker_identity for w in registry.list_workers()] == [kept.worker_identity]
+    assert not registry.remove(gone.worker_identity)
+
+
+def test_heartbeat_many_renews_each_row_it_may_and_refuses_the_others_as_heartbeat_would(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    first = attach(registry, clock, client="cursor", session="sess-a")
+    second = attach(registry, clock, client="zed", session="sess-b")
+    clock.advance(30)
+    outcomes = registry.heartbeat_many(
+        [
+            (first.worker_identity, first.fencing_epoch),
+            (second.worker_identity, second.fencing_epoch + 1),
+            ("nobody:0000", 1),
+        ]
+    )
+    assert [o.renewed for o in outcomes] == [True, False, False]
+    assert outcomes[0].last_heartbeat_at == clock.now
+    assert outcomes[1].blocker_kind == BLOCKER_FENCED
+    assert outcomes[2].blocker_kind == BLOCKER_NO_ATTACHMENT
+    renewed, refused = registry.get(first.worker_identity), registry.get(second.worker_identity)
+    assert renewed is not None and renewed.last_heartbeat_at == clock.now and renewed.beats == 1
+    assert refused is not None and refused.refused_since_renewal and refused.beats == 0
+
+
+def test_others_version_moves_for_another_connections_commit_and_not_for_its_own(
+    registry: WorkerRegistry, clock: FakeWallClock
+) -> None:
+    before = registry.others_version()
+    attach(registry, clock, client="cursor", session="sess-a")
+    assert registry.others_version() == before
+    with WorkerRegistry(registry.path, wall_clock=clock) as other:
+        attach(other, clock, client="zed", session="sess-b")
+    assert registry.others_version() != before
 
 
 def test_two_clients_are_two_rows_with_distinct_identities(

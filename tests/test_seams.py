@@ -28,6 +28,11 @@ from tests.conftest import (
 )
 from tests.fakes import FakeClock
 
+#: Every test here runs under the native and the portable backend sets (conftest).
+assert sys.platform != "win32", "process groups and signals: POSIX only (conftest.POSIX_ONLY)"
+
+pytestmark = pytest.mark.usefixtures("backend")
+
 #: Ignores stdin EOF (a server that never notices its client left), ends on SIGTERM.
 DEAF_TO_EOF = (
     "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "

@@ -7,13 +7,12 @@ them, so nothing sleeps to reach a window; process deaths are real kill -9s.
 """
 
 import asyncio
-import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from core.base.errors import ExitedAgain, ExitedMidCall, ServerParked, SubprocessExited
@@ -33,6 +32,9 @@ from tests.conftest import (
     wait_until,
 )
 from tests.fakes import FakeClock
+
+#: Every test here runs under the native and the portable backend sets (conftest).
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def text_of(result: dict[str, Any]) -> str:
@@ -319,7 +321,7 @@ async def test_a_living_child_that_stops_answering_pings_is_degraded_then_ready_
     pid = pid_of(server)
     keepalive = server.config.keepalive_seconds
 
-    os.kill(pid, signal.SIGSTOP)  # alive, but silent
+    psutil.Process(pid).suspend()  # alive, but silent (SIGSTOP; SuspendThread on Windows)
     try:
         await wait_until(lambda: fake_clock.sleepers >= 1, what="the health loop to wait")
         fake_clock.advance(keepalive)  # the next ping goes out...
@@ -329,7 +331,7 @@ async def test_a_living_child_that_stops_answering_pings_is_degraded_then_ready_
         await wait_state(server, ServerState.DEGRADED)
         assert server.pid == pid and server.budget.unproven == 0  # up a keepalive: proven
     finally:
-        os.kill(pid, signal.SIGCONT)
+        psutil.Process(pid).resume()
     await wait_until(lambda: fake_clock.sleepers >= 1, what="the health loop to wait again")
     fake_clock.advance(keepalive)
     await wait_state(server, ServerState.READY)

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -29,7 +28,10 @@ from core.base.errors import ConnectionLost, RpcError
 from core.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, dumps
 from core.supervision.child import ChildProcess, StopTiming
 from core.supervision.upstream import CLIENT_INFO, PROTOCOL_VERSION, Upstream
-from tests.conftest import SERVERS, wait_until
+from tests.conftest import SERVERS, kill_now, wait_until
+
+#: Every test here runs under the native and the portable backend sets (conftest).
+pytestmark = pytest.mark.usefixtures("backend")
 
 PUPPET = SERVERS / "socket_puppet.py"
 #: The children here exit on their own; a short stop contract is plenty.
@@ -519,7 +521,7 @@ async def test_a_request_in_flight_fails_with_connection_lost_at_once_when_the_c
         call = asyncio.ensure_future(upstream.request("tools/call", None, timeout=30))
         await puppet.receive()
         killed_at = loop.time()
-        os.kill(upstream.child.pid, signal.SIGKILL)
+        kill_now(upstream.child.pid)
 
         with pytest.raises(ConnectionLost):
             await within(call)

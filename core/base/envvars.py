@@ -31,6 +31,12 @@ RUNTIME_VERSION_ENV: Final = "MCP_TRAY_RUNTIME_VERSION"
 HEADLESS_ENV: Final = "MCP_TRAY_HEADLESS"
 #: How long a bridge's request waits for an absent tray (seconds).
 RECONNECT_SECONDS_ENV: Final = "MCP_TRAY_RECONNECT_SECONDS"
+#: Which set of OS backends runs: ``native`` (the default) or ``portable``
+#: (core.platform.backends).
+PLATFORM_ENV: Final = "MCP_TRAY_PLATFORM"
+#: Set in the tray's own environment (never a child's) to its instance id, so
+#: what the tray starts for the user is told apart from a server's escapee.
+INSTANCE_ENV: Final = "MCP_TRAY_INSTANCE"
 
 #: Every MCP_TRAY_* variable mcp-tray consumes; the diagnostics' allow-list.
 RECOGNIZED_ENV_KEYS: Final = frozenset(
@@ -45,6 +51,8 @@ RECOGNIZED_ENV_KEYS: Final = frozenset(
         RUNTIME_VERSION_ENV,
         HEADLESS_ENV,
         RECONNECT_SECONDS_ENV,
+        PLATFORM_ENV,
+        INSTANCE_ENV,
     }
 )
 

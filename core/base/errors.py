@@ -18,7 +18,8 @@ layer that raises it (httpx keeps its tree in one module the same way).
     ├── NotFinite                   NaN or ±Infinity in a JSON text (a ValueError too)
     ├── CommandError                a CLI command failed (carries its exit code)
     │   ├── SnippetError            a client snippet cannot be made
-    │   └── DesktopEntryError       the desktop entry cannot be written
+    │   ├── DesktopEntryError       the desktop entry cannot be written
+    │   └── PlatformChoiceError     MCP_TRAY_PLATFORM names no backend set
     ├── PeerError                   the other end of a connection failed us
     │   ├── RpcError                a JSON-RPC error from either side (code, message, data)
     │   ├── ConnectionLost          the upstream transport closed under a request
@@ -66,6 +67,7 @@ __all__ = [
     "NotFinite",
     "NotRunning",
     "PeerError",
+    "PlatformChoiceError",
     "ProtocolError",
     "RegistryFileError",
     "RpcError",
@@ -210,6 +212,17 @@ class SnippetError(CommandError):
 
 class DesktopEntryError(CommandError):
     """The desktop entry cannot be written (its template or icon is missing)."""
+
+
+class PlatformChoiceError(CommandError):
+    """``MCP_TRAY_PLATFORM`` names no backend set."""
+
+    def __init__(self, value: str, choices: tuple[str, ...]) -> None:
+        listed = " or ".join(repr(c) for c in choices)
+        super().__init__(
+            f"MCP_TRAY_PLATFORM={value!r} names no backend set: set it to {listed}, or unset it",
+            EXIT_USAGE,
+        )
 
 
 class PeerError(McpTrayError):

@@ -32,6 +32,7 @@ from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import InstanceError, NotRunning, RegistryFileError
 from core.bridge.attachment import Attachment, bridge_identity
 from core.bridge.relay import RECONNECT_WAIT_SECONDS, Relay
+from core.platform.backends import backends
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.registry.identity import normalize_client_name
 from core.registry.records import HeartbeatOutcome
@@ -44,12 +45,13 @@ EXIT_FAILED: Final = 1
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Our stdin and stdout as streams, through the platform's pipes (threads on Windows)."""
     loop = asyncio.get_running_loop()
+    pipes = backends().pipes
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout.buffer
-    )
+    await pipes.read_pipe(loop, lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    protocol = asyncio.streams.FlowControlMixin()
+    transport = await pipes.write_pipe(loop, lambda: protocol, sys.stdout.buffer)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return reader, writer
 

@@ -20,25 +20,13 @@ from typing import Any, Final
 
 from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import ConfigError, SnippetError
+from core.cli import integrations
 from core.cli.desktop_entry import launcher_argv
+from core.platform.files import private_dirs
 from core.protocol.headers import IDENTITY_HEADER
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
 
-#: The canonical client names the bridge registers as, per snippet target.
-CLIENT_NAMES: Final = {
-    "claude": "claude-desktop",
-    "claude-code": "claude-code",
-    "cursor": "cursor",
-    "vscode": "vscode",
-    "inspector": "mcp-inspector",
-}
-#: What each client calls the "type" of an entry, where it wants one.
-ENTRY_TYPES: Final = {
-    "claude-code": ("stdio", "http"),
-    "vscode": ("stdio", "http"),
-    "inspector": ("stdio", "streamable-http"),
-}
 SECRET_KEY_RE: Final = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
 
@@ -58,11 +46,12 @@ def client_snippet(
     ran in, and a bridge under another home finds no tray (or another one).
     An HTTP entry needs nothing of the kind: the URL names the tray.
     """
+    spec = integrations.client(client)
     entries: dict[str, Any] = {}
     for name in names:
         if http_url is None:
             launcher = launcher_argv()
-            env = {CLIENT_NAME_ENV: CLIENT_NAMES[client]}
+            env = {CLIENT_NAME_ENV: spec.registered_as}
             if home is not None:
                 env[HOME_ENV] = home
             entry: dict[str, Any] = {
@@ -70,42 +59,21 @@ def client_snippet(
                 "args": [*launcher[1:], "connect", name],
                 "env": env,
             }
-            if client in ENTRY_TYPES:
-                entry = {"type": ENTRY_TYPES[client][0], **entry}
+            if spec.entry_types is not None:
+                entry = {"type": spec.entry_types[0], **entry}
         else:
-            if client == "claude":
+            if not spec.http:
                 raise SnippetError(
-                    "Claude Desktop's config launches stdio servers only: use --bridge (the default)"
+                    f"{spec.label}'s config launches stdio servers only: use --bridge (the default)"
                 )
-            # The MCP Inspector rewrites any URL that does not end in /mcp.
-            path = f"/{name}/mcp" if client == "inspector" else f"/mcp/{name}"
+            path = spec.http_path.format(name=name)
             # The identity header names the client in the tray's Sessions (core.serving.identity).
-            headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: CLIENT_NAMES[client]}
+            headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: spec.registered_as}
             entry = {"url": http_url + path, "headers": headers}
-            if client in ENTRY_TYPES:
-                entry = {"type": ENTRY_TYPES[client][1], **entry}
+            if spec.entry_types is not None:
+                entry = {"type": spec.entry_types[1], **entry}
         entries[name] = entry
-    key = "servers" if client == "vscode" else "mcpServers"
-    return {key: entries}
-
-
-def default_client_path(client: str, home: Path | None = None) -> Path:
-    home = home or Path.home()
-    mac = sys.platform == "darwin"
-    if client == "claude":
-        if mac:
-            return home / "Library/Application Support/Claude/claude_desktop_config.json"
-        return (
-            Path(os.environ.get("XDG_CONFIG_HOME", home / ".config"))
-            / "Claude/claude_desktop_config.json"
-        )
-    if client == "cursor":
-        return home / ".cursor/mcp.json"
-    if client == "vscode":
-        if mac:
-            return home / "Library/Application Support/Code/User/mcp.json"
-        return Path(os.environ.get("XDG_CONFIG_HOME", home / ".config")) / "Code/User/mcp.json"
-    raise ValueError(client)
+    return {spec.key: entries}
 
 
 def strip_jsonc(text: str) -> str:
@@ -276,7 +244,7 @@ def import_servers(
     if report.added or report.renamed:
         text = json.dumps(document, indent=2) + "\n"
         parse_config(text, config_path)
-        config_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(config_path.parent)
         tmp = config_path.with_name(f".{config_path.name}.import.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, config_path)
@@ -299,7 +267,7 @@ def run_import(args: argparse.Namespace, paths: Paths) -> int:
     from core.base.errors import SecretStoreError
     from core.settings.secrets import set_secret
 
-    source_path = args.path or default_client_path(args.client)
+    source_path = args.path or integrations.client_config_path(args.client)
     source = read_client_servers(args.client, source_path)
     config_path = args.config or paths.config_file
     interactive = sys.stdin.isatty()

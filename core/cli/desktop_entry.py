@@ -1,100 +1,66 @@
-"""The freedesktop desktop entry: ``mcp-tray install-desktop [--autostart] [--uninstall]``.
+"""``mcp-tray install-desktop [--autostart] [--uninstall]``, on each OS.
 
-Writes three per-user files, never anything system-wide:
+What a person launches mcp-tray from, and what starts it at login:
 
-- ``<data>/applications/mcp-tray.desktop``: the menu entry,
-- ``<data>/icons/hicolor/scalable/apps/mcp-tray.svg``: its icon,
-- ``<config>/autostart/mcp-tray.desktop``: only with ``--autostart``,
+- Linux (core.cli.desktop_linux): a freedesktop menu entry with its icon,
+  and an XDG autostart entry;
+- macOS (core.cli.desktop_macos): the app bundle is the menu entry (drag
+  mcp-tray.app to Applications); ``--autostart`` writes a LaunchAgent plist
+  to ``~/Library/LaunchAgents`` and loads it with ``launchctl bootstrap
+  gui/UID``;
+- Windows (core.cli.desktop_windows): a Start-menu shortcut, and with
+  ``--autostart`` the ``HKCU\\…\\CurrentVersion\\Run`` value.
 
-where ``<data>`` is ``$XDG_DATA_HOME`` (else ``~/.local/share``) and
-``<config>`` is ``$XDG_CONFIG_HOME`` (else ``~/.config``); relative values are
-ignored, as the XDG Base Directory spec says. Both entries come from the one
-template ``packaging/mcp-tray.desktop.in``; the autostart one only adds
-``X-GNOME-Autostart-enabled=true``.
-
-``Exec`` is the absolute path of the ``mcp-tray`` launcher with no arguments
-(that starts the tray and opens its window), quoted per the Desktop Entry
-spec when it needs it; the autostart entry's adds ``run --minimized``, so a
-login puts mcp-tray in the tray without a window in the user's face.
-When ``MCP_TRAY_HOME`` is set for the command that installs the entry, the
-entry carries it (``Exec=/usr/bin/env MCP_TRAY_HOME=/abs/dir /…/mcp-tray``):
-a session launches the entry without the shell's environment, and a tray
-started under another home would not be the one the user set up.
+Every artefact starts the launcher (``launcher_argv``); the login one adds
+``run --minimized``, so a login puts mcp-tray in the tray without a window
+in the user's face. When ``MCP_TRAY_HOME`` is set for the installing
+command, each artefact carries it: a session starts them without the
+shell's environment, and a tray started under another home would not be
+the one the user set up. The OS is injected (``system``), so tests check
+the artefacts of all three on Linux.
 """
 
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from core.base.envvars import HOME_ENV
-from core.base.errors import DesktopEntryError
-from core.base.resources import desktop_template, icons_dir
+from core.platform.osname import current_os
 
 APP_ID: Final = "mcp-tray"
-EXEC_PLACEHOLDER: Final = "@EXEC@"
-AUTOSTART_LINE: Final = "X-GNOME-Autostart-enabled=true"
-#: What the autostart entry adds to the launcher: the tray only, no window.
+#: The Windows bundle's console twin of its windowed launcher (packaging/bundle.py).
+CLI_TWIN: Final = "mcp-tray-cli"
+#: What the login entry adds to the launcher: the tray only, no window.
 AUTOSTART_ARGS: Final = ("run", "--minimized")
-
-TEMPLATE: Final = desktop_template()
-ICON: Final = icons_dir() / f"{APP_ID}.svg"
-
-#: Characters that force an Exec argument into double quotes (Desktop Entry spec, "The Exec key").
-_RESERVED: Final = frozenset(" \t\n\"'\\><~|&;$*?#()`")
-#: Characters that must be backslash-escaped inside a quoted Exec argument.
-_ESCAPED_IN_QUOTES: Final = frozenset('"`$\\')
-
-
-@dataclass(frozen=True)
-class DesktopFiles:
-    """Where the entry, the icon and the autostart entry go."""
-
-    entry: Path
-    icon: Path
-    autostart: Path
-
-    @property
-    def all(self) -> tuple[Path, Path, Path]:
-        return (self.entry, self.icon, self.autostart)
 
 
 @dataclass(frozen=True)
 class DesktopResult:
-    written: list[Path] = field(default_factory=list)
-    removed: list[Path] = field(default_factory=list)
+    written: list[Path | str] = field(default_factory=list)
+    removed: list[Path | str] = field(default_factory=list)
+    #: Lines for the user beyond the paths (what was loaded, what to do by hand).
+    notes: list[str] = field(default_factory=list)
 
 
-def _xdg_dir(env: Mapping[str, str], name: str, fallback: str) -> Path:
-    value = env.get(name, "")
-    if value and Path(value).is_absolute():
-        return Path(value)
-    return Path.home() / fallback
-
-
-def desktop_files(environ: Mapping[str, str] | None = None) -> DesktopFiles:
-    env = os.environ if environ is None else environ
-    data = _xdg_dir(env, "XDG_DATA_HOME", ".local/share")
-    config = _xdg_dir(env, "XDG_CONFIG_HOME", ".config")
-    return DesktopFiles(
-        entry=data / "applications" / f"{APP_ID}.desktop",
-        icon=data / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg",
-        autostart=config / "autostart" / f"{APP_ID}.desktop",
-    )
-
-
-def launcher_argv() -> list[str]:
+def launcher_argv(*, console: bool = True) -> list[str]:
     """The absolute command that starts mcp-tray.
 
-    The ``mcp-tray`` script beside ``sys.executable`` (a venv, or the frozen
-    bundle's own launcher), else the one on PATH, else this interpreter with
-    ``-m app.entry``.
+    The frozen bundle's own executable (on Windows the console twin for the
+    command line and the bridge, the windowed one for the desktop when
+    ``console`` is False); else the ``mcp-tray`` script beside
+    ``sys.executable`` (a venv; ``mcp-tray.exe`` on Windows), else the one on
+    PATH, else this interpreter with ``-m app.entry``.
     """
-    beside = Path(sys.executable).parent / APP_ID
-    if beside.is_file() and os.access(beside, os.X_OK):
+    if getattr(sys, "frozen", False):
+        executable = Path(sys.executable).resolve()
+        wanted = executable.with_name((CLI_TWIN if console else APP_ID) + executable.suffix)
+        return [str(wanted if wanted.is_file() else executable)]
+    beside = shutil.which(APP_ID, path=str(Path(sys.executable).parent))
+    if beside:
         return [os.path.abspath(beside)]
     found = shutil.which(APP_ID)
     if found:
@@ -118,96 +84,38 @@ def home_override(environ: Mapping[str, str] | None = None) -> str | None:
     return str(Path(value).expanduser().resolve())
 
 
-def entry_argv(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The desktop entry's command: the launcher, behind ``env MCP_TRAY_HOME=…`` if set."""
-    home = home_override(environ)
-    if home is None:
-        return launcher_argv()
-    # Exec has no way to set a variable of its own; env(1) is the portable one.
-    env_program = shutil.which("env") or "/usr/bin/env"
-    return [os.path.abspath(env_program), f"{HOME_ENV}={home}", *launcher_argv()]
+def install(
+    *,
+    autostart: bool = False,
+    environ: Mapping[str, str] | None = None,
+    system: str | None = None,
+) -> DesktopResult:
+    """Put mcp-tray where people launch it (and, with ``autostart``, start it at login)."""
+    system = system or current_os()
+    if system == "darwin":
+        from core.cli import desktop_macos
+
+        return desktop_macos.install(autostart=autostart, environ=environ)
+    if system == "win32":
+        from core.cli import desktop_windows
+
+        return desktop_windows.install(autostart=autostart, environ=environ)
+    from core.cli import desktop_linux
+
+    return desktop_linux.install(autostart=autostart, environ=environ)
 
 
-def quote_exec_arg(arg: str) -> str:
-    """One Exec argument, quoted and escaped per the Desktop Entry spec.
+def uninstall(environ: Mapping[str, str] | None = None, system: str | None = None) -> DesktopResult:
+    """Remove what ``install`` put in place; what is missing is fine."""
+    system = system or current_os()
+    if system == "darwin":
+        from core.cli import desktop_macos
 
-    Returns the text as it appears in the file: the Exec quoting rules first,
-    then ``%`` doubled (field codes), then the string-value escape of ``\\``.
-    """
-    if arg and not (_RESERVED & set(arg)):
-        quoted = arg
-    else:
-        inner = "".join(f"\\{c}" if c in _ESCAPED_IN_QUOTES else c for c in arg)
-        quoted = f'"{inner}"'
-    return quoted.replace("%", "%%").replace("\\", "\\\\")
+        return desktop_macos.uninstall(environ=environ)
+    if system == "win32":
+        from core.cli import desktop_windows
 
+        return desktop_windows.uninstall(environ=environ)
+    from core.cli import desktop_linux
 
-def exec_value(argv: Sequence[str]) -> str:
-    return " ".join(quote_exec_arg(arg) for arg in argv)
-
-
-def render_entry(exec_line: str, *, autostart: bool, template: str | None = None) -> str:
-    """The desktop entry text: the template with Exec filled in (and the autostart key)."""
-    text = _read_template() if template is None else template
-    if text.count(EXEC_PLACEHOLDER) != 1:
-        raise DesktopEntryError(
-            f"the desktop entry template must hold {EXEC_PLACEHOLDER} exactly once"
-        )
-    text = text.replace(EXEC_PLACEHOLDER, exec_line)
-    if autostart:
-        text = text.rstrip("\n") + f"\n{AUTOSTART_LINE}\n"
-    return text
-
-
-def _read_template() -> str:
-    try:
-        return TEMPLATE.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DesktopEntryError(
-            f"the desktop entry template is missing ({TEMPLATE}); reinstall mcp-tray"
-        ) from None
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data)
-    temporary.chmod(0o644)
-    temporary.replace(path)
-
-
-def install(*, autostart: bool = False, environ: Mapping[str, str] | None = None) -> DesktopResult:
-    """Write the menu entry and icon (and the autostart entry); returns what was written.
-
-    Without ``autostart`` an autostart entry written earlier is left alone;
-    ``uninstall`` removes it.
-    """
-    files = desktop_files(environ)
-    exec_line = exec_value(entry_argv(environ))
-    entry = render_entry(exec_line, autostart=False)
-    try:
-        icon = ICON.read_bytes()
-    except FileNotFoundError:
-        raise DesktopEntryError(f"the icon is missing ({ICON}); reinstall mcp-tray") from None
-    result = DesktopResult()
-    _write(files.entry, entry.encode("utf-8"))
-    result.written.append(files.entry)
-    _write(files.icon, icon)
-    result.written.append(files.icon)
-    if autostart:
-        login_exec = exec_value([*entry_argv(environ), *AUTOSTART_ARGS])
-        _write(files.autostart, render_entry(login_exec, autostart=True).encode("utf-8"))
-        result.written.append(files.autostart)
-    return result
-
-
-def uninstall(environ: Mapping[str, str] | None = None) -> DesktopResult:
-    """Remove the three files; missing ones are fine. Returns what was removed."""
-    result = DesktopResult()
-    for path in desktop_files(environ).all:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        result.removed.append(path)
-    return result
+    return desktop_linux.uninstall(environ=environ)

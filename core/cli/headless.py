@@ -1,20 +1,21 @@
 """``mcp-tray run --headless``: the whole service in the foreground, no Qt.
 
-SIGTERM and SIGINT stop every child by the stop contract, then exit 0.
+The stop signals (SIGTERM and SIGINT; Ctrl+C and Ctrl+Break on Windows)
+stop every child by the stop contract, then exit 0.
 """
 
 import asyncio
-import signal
 import sys
 
 from core.base.errors import AlreadyRunning
+from core.platform.signals import on_stop_signals
 from core.serving.service import TrayService
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 
 
 async def serve(config: TrayConfig, paths: Paths) -> int:
-    service = TrayService(config, paths)
+    service = TrayService(config, paths, subreaper=True)
     try:
         await service.start()
     except AlreadyRunning as exc:
@@ -27,9 +28,7 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
         print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
         return 1
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    undo = on_stop_signals(asyncio.get_running_loop(), stop.set)
     enabled = len(config.enabled)
     print(
         f"mcp-tray {service.info.version if service.info else ''} running headless: "
@@ -42,6 +41,7 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
     finally:
         print("mcp-tray: stopping every server...", file=sys.stderr, flush=True)
         await service.aclose()
+        undo()
     return 0
 
 

@@ -51,77 +51,14 @@ from core.base.envvars import CLIENT_NAME_ENV
 from core.base.errors import EXIT_FAILED, CommandError, ConfigError, SnippetError
 from core.cli.clients import client_snippet, strip_jsonc
 from core.cli.desktop_entry import APP_ID
-
-
-@dataclass(frozen=True)
-class ClientFile:
-    """Where a client keeps its MCP servers, and what it takes to load new ones."""
-
-    client: str
-    #: The client's name as its users know it.
-    label: str
-    #: The file, relative to the config home (``$XDG_CONFIG_HOME``) or to the home folder.
-    relative: str
-    under_config_home: bool
-    #: The top-level key that holds the servers.
-    key: str
-    #: Which client to restart, and how: the client sees new servers only then.
-    restart: str
-
-
-# Checked against each client's documentation on 2026-11-30:
-# - Claude Desktop: claude_desktop_config.json, servers under "mcpServers"
-#   (modelcontextprotocol.io/quickstart/user); read only at start ("restart
-#   Claude Desktop", and quitting the window is not enough). There is no
-#   official Linux build; the community ones use ~/.config/Claude
-#   (aaddrick/claude-desktop-debian#400).
-# - Claude Code: the user scope (`claude mcp add --scope user`) is the
-#   top-level "mcpServers" of ~/.claude.json; "projects.<path>.mcpServers"
-#   is the per-project local scope, left alone (code.claude.com/docs/en/mcp).
-# - Cursor: the global ~/.cursor/mcp.json, servers under "mcpServers"
-#   (cursor.com/docs/mcp); "save the file and restart Cursor".
-# - VS Code: the user profile's mcp.json (~/.config/Code/User/mcp.json since
-#   1.102; before that a "mcp" key of settings.json), servers under top-level
-#   "servers", each with "type": "stdio" or "http"
-#   (code.visualstudio.com/docs/copilot/reference/mcp-configuration).
-CLIENT_FILES: Final = {
-    "claude": ClientFile(
-        "claude",
-        "Claude Desktop",
-        "Claude/claude_desktop_config.json",
-        True,
-        "mcpServers",
-        "restart Claude Desktop: quit it completely (from its tray icon too, not only the "
-        "window) and start it again; it reads this file only when it starts",
-    ),
-    "claude-code": ClientFile(
-        "claude-code",
-        "Claude Code",
-        ".claude.json",
-        False,
-        "mcpServers",
-        "restart Claude Code: running `claude` sessions read ~/.claude.json only when they "
-        "start, so start a new one",
-    ),
-    "cursor": ClientFile(
-        "cursor",
-        "Cursor",
-        ".cursor/mcp.json",
-        False,
-        "mcpServers",
-        "restart Cursor so it loads the new servers",
-    ),
-    "vscode": ClientFile(
-        "vscode",
-        "VS Code",
-        "Code/User/mcp.json",
-        True,
-        "servers",
-        "restart VS Code, or run 'Developer: Reload Window' in each of its windows",
-    ),
-}
-#: The clients ``--install`` can write to, in the order the dialog lists them.
-INSTALLABLE: Final = tuple(CLIENT_FILES)
+from core.cli.integrations import (
+    CLIENTS,
+    Client,
+    client_config_path,
+    installable,
+    installable_clients,
+)
+from core.platform.files import private_dirs, set_mode
 
 #: A new client file gets this mode: an HTTP entry carries the API token,
 #: and the client reads the file as this same user.
@@ -140,45 +77,13 @@ Entries = Mapping[str, Mapping[str, Any]]
 # ------------------------------------------------------------------ where
 
 
-def config_home(home: Path | None = None, xdg_config_home: Path | None = None) -> Path:
-    """``$XDG_CONFIG_HOME`` (absolute only, as the XDG spec says), else ``home/.config``.
-
-    An injected ``home`` is a whole world of its own: the environment's
-    ``XDG_CONFIG_HOME`` is read only when neither argument is given, so a
-    test's tmp_path never leaks into the real config folder.
-    """
-    if xdg_config_home is not None:
-        return xdg_config_home
-    if home is not None:
-        return home / ".config"
-    value = os.environ.get("XDG_CONFIG_HOME", "")
-    if value and Path(value).is_absolute():
-        return Path(value)
-    return Path.home() / ".config"
-
-
-def client_file(client: str) -> ClientFile:
-    found = CLIENT_FILES.get(client)
-    if found is None:
-        if client == "inspector":
-            raise SnippetError(
-                "the MCP Inspector keeps no config file to install into: print the snippet "
-                "with `mcp-tray client-config inspector` and fill its form from it"
-            )
+def client_file(client: str) -> Client:
+    """The registry's entry of a client ``--install`` can write to."""
+    if client not in CLIENTS:
         raise SnippetError(
-            f"cannot install into {client!r}: choose one of {', '.join(INSTALLABLE)}"
+            f"cannot install into {client!r}: choose one of {', '.join(installable_clients())}"
         )
-    return found
-
-
-def client_config_path(
-    client: str, *, home: Path | None = None, xdg_config_home: Path | None = None
-) -> Path:
-    """Where ``client`` keeps its MCP servers on Linux."""
-    spec = client_file(client)
-    if spec.under_config_home:
-        return config_home(home, xdg_config_home) / spec.relative
-    return (home if home is not None else Path.home()) / spec.relative
+    return installable(client)
 
 
 # ---------------------------------------------------------------- entries
@@ -616,7 +521,7 @@ class InstallResult:
 
 
 def _holds_token(plan: InstallPlan) -> bool:
-    servers = plan.document.get(CLIENT_FILES[plan.client].key, {})
+    servers = plan.document.get(CLIENTS[plan.client].key, {})
     return any(
         isinstance(servers.get(name), dict) and "headers" in servers[name]
         for name in (*plan.added, *plan.updated)
@@ -641,7 +546,7 @@ def apply_install(
             "and writing it?); nothing was written: look at the new diff and install again"
         )
     try:
-        plan.target.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(plan.target.parent)
         backup = None
         mode = NEW_FILE_MODE
         if plan.original is not None:
@@ -677,7 +582,7 @@ def _write_atomically(target: Path, text: str, mode: int) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
+        set_mode(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -31,6 +31,8 @@ from core.base.errors import (
     NotRunning,
     RegistryFileError,
 )
+from core.cli.integrations import importable_clients, snippet_targets
+from core.platform.files import private_dirs
 from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
 
@@ -200,9 +202,7 @@ def _parser() -> argparse.ArgumentParser:
     client_config = commands.add_parser(
         "client-config", help="print the snippet that points a client at mcp-tray"
     )
-    client_config.add_argument(
-        "client", choices=["claude", "claude-code", "cursor", "vscode", "inspector"]
-    )
+    client_config.add_argument("client", choices=snippet_targets())
     mode = client_config.add_mutually_exclusive_group()
     mode.add_argument(
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
@@ -238,7 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     importer = commands.add_parser(
         "import", help="merge a client's MCP servers into mcp-tray's config"
     )
-    importer.add_argument("client", choices=["claude", "cursor", "vscode"])
+    importer.add_argument("client", choices=importable_clients())
     importer.add_argument(
         "--path", type=Path, help="the client's config file (default: its usual place)"
     )
@@ -360,7 +360,7 @@ def _crash_line(exc: Exception, paths: Paths) -> str:
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     where = paths.log_dir / CRASH_LOG
     try:
-        where.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(where.parent)
         with where.open("a", encoding="utf-8") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} mcp-tray {__version__}\n")
             log.write("".join(traceback.format_exception(exc)))
@@ -381,7 +381,7 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
         return Path(args.config).expanduser()
     path = paths.config_file
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         path.write_text('{\n  "mcpServers": {}\n}\n', encoding="utf-8")
         print(
             f"mcp-tray: created an empty config at {path}; add your servers there", file=sys.stderr
@@ -812,8 +812,16 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         item["hard"] = item.get("family") not in ADVISORY_FAMILIES
     problems.sort(key=lambda item: (not item["hard"], str(item.get("family"))))
     failed = any(item["hard"] for item in problems)
+    # Which OS backends this environment runs (MCP_TRAY_PLATFORM chooses the set).
+    from core.platform.backends import backends
+
+    platform = backends().describe()
+    notes += [
+        {"family": "platform", "subject": job, "text": f"platform: {job}: {name}"}
+        for job, name in platform
+    ]
     if args.json:
-        report = {"ok": not failed, "warnings": problems, "info": notes}
+        report = {"ok": not failed, "warnings": problems, "info": notes, "platform": dict(platform)}
         print(json.dumps(report, indent=2))
     else:
         for item in problems:
@@ -1172,6 +1180,8 @@ def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
         raise CommandError(f"cannot write the desktop entry: {exc}") from None
     for path in result.written:
         print(f"wrote {path}")
+    for note in result.notes:
+        print(f"mcp-tray: {note}", file=sys.stderr)
     home = home_override()
     if home is not None:
         print(

@@ -11,7 +11,8 @@ Read in this order:
 - ``envdiag``: the doctor (unknown ``MCP_TRAY_*`` keys, stale runtimes);
 - ``workers_view``: rows and findings as the CLI, API and tray show them;
 - ``session_claims``: whether each client session's row still holds it;
-- ``worker_watch``: the tray's side: HTTP-session rows, refreshes, warnings.
+- ``registry_copy``: the tray's copy of every row and session verdict;
+- ``worker_watch``: the tray's side: HTTP-session rows, keeping the copy, warnings.
 
 It imports only ``core.base`` and ``core.__version__`` from the rest of core.
 """

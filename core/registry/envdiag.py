@@ -31,6 +31,7 @@ from typing import Final
 import psutil
 
 from core.base.envvars import ENV_PREFIX, RECOGNIZED_ENV_KEYS, RUNTIME_VERSION_ENV
+from core.platform.procs import read_environ
 from core.registry.identity import client_display_name
 from core.registry.records import PidProbe, WorkerRecord
 from core.registry.store import WorkerRegistry
@@ -155,18 +156,20 @@ class ProcessEnvScan:
 
 
 def scan_process_envs(pids: Iterable[int]) -> ProcessEnvScan:
-    """Read each process's environment with psutil. Blocking; never raises."""
+    """Read each process's environment (core.platform.procs: psutil, where the OS
+    lets it). Blocking; never raises."""
     envs: dict[int, Mapping[str, str]] = {}
     problems: list[Diagnostic] = []
     for pid in sorted(set(pids)):
         try:
-            envs[pid] = psutil.Process(pid).environ()
+            envs[pid] = read_environ(pid)
         except psutil.AccessDenied:
             problems.append(
                 Diagnostic(
                     ENV_SCAN_FAILED,
                     f"pid {pid}",
-                    f"could not read the environment of pid {pid}: access denied.",
+                    f"could not read the environment of pid {pid}: access denied (another "
+                    "user's process; on macOS a hardened one, on Windows an elevated one).",
                     "run mcp-tray doctor as the user who started that process.",
                 )
             )

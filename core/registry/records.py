@@ -1,6 +1,7 @@
 """What the worker registry holds and answers: rows, outcomes, liveness.
 
-- ``WorkerRecord``: one row as read back (client name already normalised).
+- ``WorkerRecord``: one row as read back (client name already normalised);
+  ``NewWorker``: one row to write.
 - Outcomes of the writes and questions: ``Registration``, ``HeartbeatOutcome``,
   ``GenerationClaim``, ``Ownership``; refusals carry a blocker kind
   (``BLOCKER_FENCED``, ``BLOCKER_NO_ATTACHMENT``) and the ``Drift`` found.
@@ -137,6 +138,22 @@ def expectation_drift(
     if pid is not None and pid != record.pid:
         found.append(Drift("pid", record.pid, pid))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class NewWorker:
+    """One row to write: ``WorkerRegistry.register``'s arguments, for ``register_many``."""
+
+    worker_identity: str
+    client_name: str
+    session_id: str
+    role: str
+    server: str | None = None
+    pid: int | None = None
+    heartbeat_ttl_seconds: float = DEFAULT_HEARTBEAT_TTL_SECONDS
+    runtime_version: str | None = None
+    generation_id: str | None = None
+    client_instance: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Final
 
 from core import __version__
 from core.base.errors import RegistryFileError
+from core.platform.files import private_dirs
 
 #: The schema this code writes. Bump it only together with a new migration.
 SCHEMA_VERSION: Final = 1
@@ -116,7 +117,7 @@ def open_registry_file(path: Path, busy_timeout: float) -> sqlite3.Connection:
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         # Autocommit mode (isolation_level=None): transactions are explicit,
         # so every write can say BEGIN IMMEDIATE. check_same_thread=False
         # because the heartbeat thread shares it, serialised by the store's lock.

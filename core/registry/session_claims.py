@@ -2,20 +2,28 @@
 
 The tray knows its client sessions from the gateway; each names the worker
 row it stands for (a bridge's comes with its requests, a direct HTTP
-session's is the row the tray registered for it). ``assess_sessions``
-asks ``WorkerRegistry.assess_ownership`` about every one and turns the
-verdict into what the Sessions tab shows: ``owned``, ``fenced`` or
-``missing``, with one line of detail. Blocking (sqlite): call it off the
-event loop, as ``WorkerWatch.refresh`` does. Tested in
+session's is the row the tray registered for it). ``assess_claims`` judges
+each claim against the rows the tray last knew (``worker_ownership``, the
+registry's own rule) and turns the verdict into what the Sessions tab shows:
+``owned``, ``fenced`` or ``missing``, with one line of detail. Pure: no
+sqlite, so judging one claim costs the same with a thousand rows known as
+with one (only the pid probe of a row may ask the OS). Tested in
 tests/test_registry_surfaces.py.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, NamedTuple
 
-from core.registry.records import BLOCKER_FENCED, OWNED, Ownership
-from core.registry.store import WorkerRegistry
+from core.registry.records import (
+    BLOCKER_FENCED,
+    OWNED,
+    Ownership,
+    PidProbe,
+    WorkerRecord,
+    worker_ownership,
+)
 
 OwnershipStatus = Literal["owned", "fenced", "missing"]
 
@@ -43,25 +51,31 @@ class SessionClaim:
     fencing_epoch: int | None = None
 
 
-def assess_sessions(
-    registry: WorkerRegistry, claims: Iterable[SessionClaim]
+def assess_claims(
+    records: Mapping[str, WorkerRecord],
+    claims: Iterable[SessionClaim],
+    *,
+    now: datetime,
+    pid_probe: PidProbe | None = None,
 ) -> dict[str, SessionOwnership]:
-    """Session id -> ownership, every claim judged at one registry ``now``."""
-    now = registry.wall_clock()
+    """Session id -> ownership, every claim judged at one ``now`` against
+    ``records`` (worker identity -> row; a missing key is a missing row)."""
     found: dict[str, SessionOwnership] = {}
     for claim in claims:
+        record = records.get(claim.worker_identity)
         session_id = claim.registry_session
         if session_id is None:
             # A bridge registers under its client's session (MCP_TRAY_CLIENT_SESSION,
             # or one derived from its parent process), not the gateway's: only
             # the worker identity links the two.
-            record = registry.get(claim.worker_identity)
             session_id = claim.session_id if record is None else record.session_id
-        verdict = registry.assess_ownership(
+        verdict = worker_ownership(
             session_id,
-            worker_identity=claim.worker_identity,
+            claim.worker_identity,
+            record,
             fencing_epoch=claim.fencing_epoch,
             now=now,
+            pid_probe=pid_probe,
         )
         found[claim.session_id] = status_of(verdict)
     return found

@@ -24,11 +24,12 @@ async core calls it through ``asyncio.to_thread``. Every method takes
 across real processes, tests/test_registry_multiprocess.py.
 """
 
+import dataclasses
 import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +45,7 @@ from core.registry.records import (
     GenerationClaim,
     HeartbeatOutcome,
     Liveness,
+    NewWorker,
     Ownership,
     PidProbe,
     Registration,
@@ -119,8 +121,6 @@ class WorkerRegistry:
         #: Where ``now`` comes from when a method is not given one.
         self.wall_clock = wall_clock
         self._lock = threading.RLock()
-        #: Commits through this connection (PRAGMA data_version counts only others').
-        self._writes = 0
         self._conn = open_registry_file(self.path, busy_timeout)
         self._file = _file_identity(self.path)
 
@@ -142,11 +142,12 @@ class WorkerRegistry:
         self.close()
 
     @_damage_is_a_file_error
-    def change_stamp(self) -> tuple[int, int]:
-        """Differs from the last one whenever anyone committed since: lets a
-        reader skip re-reading an unchanged file (one cheap PRAGMA)."""
+    def others_version(self) -> int:
+        """Moves whenever another connection (a bridge, the CLI) committed, never
+        for this one's own commits, whose effect its caller knows: lets a reader
+        that applies its own writes to a copy skip re-reading (one cheap PRAGMA)."""
         with self._lock:
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -157,7 +158,6 @@ class WorkerRegistry:
             try:
                 yield conn
                 conn.execute("COMMIT")
-                self._writes += 1
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -175,7 +175,6 @@ class WorkerRegistry:
 
     # -- writes ------------------------------------------------------------
 
-    @_damage_is_a_file_error
     def register(
         self,
         *,
@@ -197,40 +196,68 @@ class WorkerRegistry:
         (never a second one), refreshes its heartbeat and keeps its
         started_at and fencing epoch, which it returns.
         """
-        if not heartbeat_ttl_seconds > 0:
-            raise ValueError(f"heartbeat_ttl_seconds must be > 0, got {heartbeat_ttl_seconds!r}")
+        worker = NewWorker(
+            worker_identity=worker_identity,
+            client_name=client_name,
+            session_id=session_id,
+            role=role,
+            server=server,
+            pid=pid,
+            heartbeat_ttl_seconds=heartbeat_ttl_seconds,
+            runtime_version=runtime_version,
+            generation_id=generation_id,
+            client_instance=client_instance,
+        )
+        return self.register_many([worker], now=now)[0]
+
+    @_damage_is_a_file_error
+    def register_many(
+        self, workers: Iterable[NewWorker], *, now: datetime | None = None
+    ) -> list[Registration]:
+        """``register`` for each of ``workers``, in one transaction: the tray
+        registers a burst of HTTP sessions' rows at once, one commit for all."""
+        workers = list(workers)
+        for worker in workers:
+            if not worker.heartbeat_ttl_seconds > 0:
+                raise ValueError(
+                    f"heartbeat_ttl_seconds must be > 0, got {worker.heartbeat_ttl_seconds!r}"
+                )
         stamp = stored_time(self._now(now))
-        client = normalize_client_name(client_name)
+        with self._write() as conn:
+            return [self._upsert(conn, worker, stamp) for worker in workers]
+
+    def _upsert(self, conn: sqlite3.Connection, worker: NewWorker, stamp: str) -> Registration:
+        identity = worker.worker_identity
         values = (
-            client_instance,
-            generation_id,
-            role,
-            server,
-            pid,
-            heartbeat_ttl_seconds,
-            runtime_version,
+            worker.client_instance,
+            worker.generation_id,
+            worker.role,
+            worker.server,
+            worker.pid,
+            worker.heartbeat_ttl_seconds,
+            worker.runtime_version,
             stamp,
         )
-        with self._write() as conn:
-            existing = self._select(conn, worker_identity)
-            if existing is None:
-                conn.execute(
-                    "INSERT INTO workers (client_instance, generation_id, role, server, pid, "
-                    "heartbeat_ttl_seconds, runtime_version, last_heartbeat_at, "
-                    "worker_identity, client_name, session_id, started_at, fencing_epoch) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*values, worker_identity, client, session_id, stamp, INITIAL_FENCING_EPOCH),
-                )
-            else:
-                conn.execute(
-                    "UPDATE workers SET client_instance = ?, generation_id = ?, role = ?, "
-                    "server = ?, pid = ?, heartbeat_ttl_seconds = ?, runtime_version = ?, "
-                    "last_heartbeat_at = ? WHERE worker_identity = ?",
-                    (*values, worker_identity),
-                )
-            record = self._select(conn, worker_identity)
+        existing = self._select(conn, identity)
+        if existing is None:
+            client = normalize_client_name(worker.client_name)
+            conn.execute(
+                "INSERT INTO workers (client_instance, generation_id, role, server, pid, "
+                "heartbeat_ttl_seconds, runtime_version, last_heartbeat_at, "
+                "worker_identity, client_name, session_id, started_at, fencing_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, identity, client, worker.session_id, stamp, INITIAL_FENCING_EPOCH),
+            )
+        else:
+            conn.execute(
+                "UPDATE workers SET client_instance = ?, generation_id = ?, role = ?, "
+                "server = ?, pid = ?, heartbeat_ttl_seconds = ?, runtime_version = ?, "
+                "last_heartbeat_at = ? WHERE worker_identity = ?",
+                (*values, identity),
+            )
+        record = self._select(conn, identity)
         assert record is not None  # written in this very transaction
-        return Registration(worker_identity, record.fencing_epoch, existing is None, record)
+        return Registration(identity, record.fencing_epoch, existing is None, record)
 
     @_damage_is_a_file_error
     def heartbeat(
@@ -257,29 +284,88 @@ class WorkerRegistry:
             # the worker invisible forever: say "no row", so it registers again.
             return HeartbeatOutcome.missing(worker_identity)
         with self._write() as conn:
-            record = self._select(conn, worker_identity)
-            if record is None:
-                return HeartbeatOutcome.missing(worker_identity)
-            drift = expectation_drift(
-                record,
+            return self._renew(
+                conn,
+                worker_identity,
+                moment,
                 fencing_epoch=fencing_epoch,
                 session_id=expected_session_id,
                 generation_id=expected_generation_id,
                 client_name=expected_client_name,
                 pid=expected_pid,
             )
-            if drift:
-                # Recorded so the Workers tab can tell "fenced" from "stale".
-                conn.execute(
-                    "UPDATE workers SET fenced_at = ? WHERE worker_identity = ?",
-                    (stored_time(moment), worker_identity),
-                )
-                return HeartbeatOutcome.fenced(worker_identity, drift)
-            conn.execute(
+
+    @_damage_is_a_file_error
+    def heartbeat_many(
+        self, workers: Iterable[tuple[str, int]], *, now: datetime | None = None
+    ) -> list[HeartbeatOutcome]:
+        """``heartbeat`` for every (worker identity, fencing epoch), in one transaction:
+        the tray renews all its HTTP sessions' rows at once, and a thousand
+        commits would cost a thousand times what one does."""
+        moment = self._now(now)
+        workers = list(workers)
+        if self.replaced():
+            return [HeartbeatOutcome.missing(identity) for identity, _ in workers]
+        stamp = stored_time(moment)
+        renewed = HeartbeatOutcome(renewed=True, worker_identity="", last_heartbeat_at=moment)
+        with self._write() as conn:
+            # Every row still held at its epoch, in one statement (the common case)...
+            before = conn.total_changes
+            conn.executemany(
                 "UPDATE workers SET last_heartbeat_at = ?, beats = beats + 1 "
-                "WHERE worker_identity = ?",
+                "WHERE worker_identity = ? AND fencing_epoch = ?",
+                [(stamp, identity, epoch) for identity, epoch in workers],
+            )
+            if conn.total_changes - before == len(workers):
+                return [dataclasses.replace(renewed, worker_identity=i) for i, _ in workers]
+            # ...and the refusals told apart row by row, as ``heartbeat`` does.
+            held = dict(
+                conn.execute(
+                    "SELECT worker_identity, fencing_epoch FROM workers WHERE last_heartbeat_at = ?",
+                    (stamp,),
+                ).fetchall()
+            )
+            return [
+                dataclasses.replace(renewed, worker_identity=identity)
+                if held.get(identity) == epoch
+                else self._renew(conn, identity, moment, fencing_epoch=epoch)
+                for identity, epoch in workers
+            ]
+
+    def _renew(
+        self,
+        conn: sqlite3.Connection,
+        worker_identity: str,
+        moment: datetime,
+        *,
+        fencing_epoch: int,
+        session_id: str | None = None,
+        generation_id: str | None = None,
+        client_name: str | None = None,
+        pid: int | None = None,
+    ) -> HeartbeatOutcome:
+        record = self._select(conn, worker_identity)
+        if record is None:
+            return HeartbeatOutcome.missing(worker_identity)
+        drift = expectation_drift(
+            record,
+            fencing_epoch=fencing_epoch,
+            session_id=session_id,
+            generation_id=generation_id,
+            client_name=client_name,
+            pid=pid,
+        )
+        if drift:
+            # Recorded so the Workers tab can tell "fenced" from "stale".
+            conn.execute(
+                "UPDATE workers SET fenced_at = ? WHERE worker_identity = ?",
                 (stored_time(moment), worker_identity),
             )
+            return HeartbeatOutcome.fenced(worker_identity, drift)
+        conn.execute(
+            "UPDATE workers SET last_heartbeat_at = ?, beats = beats + 1 WHERE worker_identity = ?",
+            (stored_time(moment), worker_identity),
+        )
         return HeartbeatOutcome(
             renewed=True, worker_identity=worker_identity, last_heartbeat_at=moment
         )
@@ -313,14 +399,18 @@ class WorkerRegistry:
             )
         return GenerationClaim(True, worker_identity, epoch, record.fencing_epoch)
 
-    @_damage_is_a_file_error
     def remove(self, worker_identity: str) -> bool:
         """Delete the row; True when there was one."""
+        return self.remove_many([worker_identity]) > 0
+
+    @_damage_is_a_file_error
+    def remove_many(self, worker_identities: Iterable[str]) -> int:
+        """Delete these rows in one transaction; how many there were."""
         with self._write() as conn:
-            cursor = conn.execute(
-                "DELETE FROM workers WHERE worker_identity = ?", (worker_identity,)
+            cursor = conn.executemany(
+                "DELETE FROM workers WHERE worker_identity = ?", [(i,) for i in worker_identities]
             )
-            return cursor.rowcount > 0
+            return cursor.rowcount
 
     @_damage_is_a_file_error
     def remove_expired(self, *, grace_seconds: float, now: datetime | None = None) -> int:

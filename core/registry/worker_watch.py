@@ -1,47 +1,74 @@
 """The tray's side of the worker registry, and the periodic diagnostics.
 
 - Registers a worker row for every direct HTTP client session (bridges
-  register themselves) and heartbeats all of them from one task.
-- Keeps a fresh copy of every row (the Workers tab, /api/v1/workers, the
+  register themselves) and heartbeats all of them from one task, in one
+  transaction.
+- Keeps a copy of every row (the Workers tab, /api/v1/workers, the
   snapshot) and publishes a ``workers`` event when it changed.
-- Assesses, on the same refresh, whether each open client session's worker
-  row still holds it (DESIGN §3.6): ``session_ownership``, for the Sessions
-  tab; a ``sessions`` event when a verdict changed.
+- Judges whether each open client session's worker row still holds it
+  (DESIGN §3.6): ``session_ownership``, for the Sessions tab; a ``sessions``
+  event when a verdict changed.
 - Runs the doctor (own env, live workers' envs, runtime versions, literal
   secrets) on a timer and on demand; publishes ``warnings``.
 
-Every registry and psutil call runs in a worker thread, never on the loop.
+The copy is kept incrementally, so that opening a session costs the same
+with a thousand open as with one. What the tray writes itself (its HTTP
+sessions' rows: registered, renewed, removed) it applies to the copy as the
+write commits, judging only the session concerned. Only what others wrote
+(bridges, the CLI) is read back, all rows at once, and only when PRAGMA
+data_version says they wrote (it moves for other connections' commits,
+never for our own). Ages and pids move without a write, so every row and
+claim is judged again, from the copy, every ``ROWS_REJUDGE_SECONDS``.
+
+Registry calls run on one thread of the watch's own, in the order they were
+asked for, so a result applied on the loop is never older than one applied
+before it; rows are judged off the loop too. The doctor's psutil scans run
+in other threads.
 """
 
 import asyncio
+import dataclasses
+import functools
 import logging
+import math
 import os
 from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from core import __version__
+from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import RegistryFileError
 from core.base.snapshot import Event, EventKind
 from core.registry.envdiag import Diagnostic, doctor
 from core.registry.heartbeat import heartbeat_interval_for
 from core.registry.identity import worker_identity
-from core.registry.records import DEFAULT_HEARTBEAT_TTL_SECONDS, ROLE_HTTP_SESSION
-from core.registry.session_claims import SessionClaim, SessionOwnership, assess_sessions
+from core.registry.records import (
+    DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ROLE_HTTP_SESSION,
+    NewWorker,
+    PidProbe,
+    Registration,
+    default_pid_probe,
+)
+from core.registry.registry_copy import Judged, RegistryCopy, judge
+from core.registry.session_claims import SessionClaim, SessionOwnership
 from core.registry.store import WorkerRegistry
-from core.registry.workers_view import JsonRow, warnings_json, worker_rows
+from core.registry.workers_view import JsonRow, warnings_json
 
 logger = logging.getLogger(__name__)
 
-#: How often the registry is checked for changes (one cheap PRAGMA).
+#: How often the registry is checked for others' writes (one cheap PRAGMA).
 ROWS_REFRESH_SECONDS: Final = 1.0
-#: Rows are re-read at least this often even when nothing was written, so
-#: the live/stale verdicts of silent rows follow the clock...
-ROWS_REREAD_SECONDS: Final = 10.0
-#: ...and at most this often while they keep changing: with a thousand
-#: workers beating, a full read every second would cost ~2 % of a core.
+#: Every row and claim is judged again, from the copy, this often, so the
+#: live/stale verdicts of silent rows follow the clock and dead pids...
+ROWS_REJUDGE_SECONDS: Final = 10.0
+#: ...and others' rows are read back at most this often while they keep
+#: changing: with a thousand bridges beating, a read every second would cost
+#: ~2 % of a core.
 ROWS_MIN_INTERVAL_SECONDS: Final = 3.0
 #: How often rows long past their TTL are dropped.
 EXPIRE_EVERY_SECONDS: Final = 60.0
@@ -93,6 +120,8 @@ class WorkerWatch:
         registry_problem: str | None = None,
         ttl: float = DEFAULT_HEARTBEAT_TTL_SECONDS,
         path: Path | None = None,
+        pid_probe: PidProbe | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.registry = registry
         #: Where the registry lives, to open it again when it is replaced or repaired.
@@ -105,20 +134,27 @@ class WorkerWatch:
         self._publish = publish
         self._servers_env = servers_env
         self.ttl = ttl
-        self.rows: list[JsonRow] = []
         self.diagnostics: list[Diagnostic] = []
         #: Problems of mcp-tray's own (registry unusable, token in a file).
         self.own_warnings: list[str] = [registry_problem] if registry_problem else []
+        self._clock = clock
+        own_pid = os.getpid()
+        self._copy = RegistryCopy(publish, pid_probe or _probe_knowing_self(own_pid), own_pid)
         self._http: dict[str, _HttpWorker] = {}
         self._sessions: dict[str, ClientSessionView] = {}
-        self._ownership: dict[str, SessionOwnership] = {}
-        self._assessed: frozenset[SessionClaim] = frozenset()
+        #: HTTP sessions waiting for their row (registered in batches).
+        self._queued: list[ClientSessionView] = []
+        self._registrar: asyncio.Task[Any] | None = None
+        #: Sessions opened with a worker row named, not judged yet.
+        self._unjudged: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         #: One-off registry work started by sessions opening and closing.
         self._pending: set[asyncio.Task[Any]] = set()
-        self._stamp: tuple[int, int] | None = None
-        self._read_at = 0.0
-        self._expired_at = 0.0
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="mcp-tray-registry")
+        self._closed = False
+        #: PRAGMA data_version at the last read of every row (None: read them again).
+        self._others: int | None = None
+        self._read_at = self._judged_at = self._expired_at = -math.inf
 
     @classmethod
     def open(cls, path: Any, publish: Callable[[Event], None], **kwargs: Any) -> "WorkerWatch":
@@ -135,13 +171,19 @@ class WorkerWatch:
         return len(self._http)
 
     @property
+    def rows(self) -> list[JsonRow]:
+        """Every row as ``mcp-tray workers --json`` shows it, oldest first: its age
+        as of now, its status as last judged (at most ``ROWS_REJUDGE_SECONDS`` ago)."""
+        return self._copy.rows_at(self._now()) if self.registry is not None else []
+
+    @property
     def session_ownership(self) -> Mapping[str, SessionOwnership]:
-        """Client session id -> ownership, as of the last refresh.
+        """Client session id -> ownership, as last judged.
 
         Covers the open sessions that name a worker row; a session without
         one yet (an HTTP session still registering) is absent.
         """
-        return MappingProxyType(self._ownership)
+        return self._copy.ownership
 
     def start(self) -> None:
         self._tasks = [
@@ -150,152 +192,233 @@ class WorkerWatch:
             asyncio.create_task(self._diagnostics_loop(), name="mcp-tray:doctor"),
         ]
 
+    async def settled(self) -> None:
+        """Wait for the registrations and removals sessions started so far."""
+        await asyncio.gather(*self._pending, return_exceptions=True)
+
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         # Registrations and removals the closing sessions started finish
         # before the database closes under them.
-        await asyncio.gather(*self._pending, return_exceptions=True)
-        for identity in [w.identity for w in self._http.values()]:
-            await self._to_thread(self._remove, identity)
+        await self.settled()
+        if self._http and self.registry is not None:
+            ours = [w.identity for w in self._http.values()]
+            await self._registry_call(self.registry.remove_many, ours)
         self._http.clear()
         if self.registry is not None:
-            self.registry.close()
+            await self._registry_call(self.registry.close)
+        self._thread.shutdown(wait=False)
 
     # --------------------------------------------------- client sessions
 
     def session_opened(self, session: ClientSessionView) -> None:
         self._sessions[session.id] = session
-        if session.kind != "http" or self.registry is None:
-            return
-        self._spawn(self._register(session))
+        if session.kind == "http" and self.registry is not None:
+            self._queued.append(session)
+            if self._registrar is None or self._registrar.done():
+                self._registrar = self._spawn(self._register_queued())
+        elif session.worker_identity is not None:
+            self._unjudged.add(session.id)
 
     def session_closed(self, session: ClientSessionView) -> None:
         self._sessions.pop(session.id, None)
-        self._ownership.pop(session.id, None)
+        self._copy.drop_session(session.id)
+        self._unjudged.discard(session.id)
         worker = self._http.pop(session.id, None)
         if worker is not None:
-            self._spawn(self._to_thread(self._remove, worker.identity))
+            self._spawn(self._unregister(worker.identity))
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
         task = asyncio.get_running_loop().create_task(coro)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+        return task
 
-    async def _register(self, session: ClientSessionView) -> None:
+    async def _register_queued(self) -> None:
+        """Rows for the HTTP sessions queued so far, in one transaction: a burst
+        of opens costs one commit and one thread hop per batch, not per session."""
         registry = self.registry
         assert registry is not None
-        started = registry.wall_clock()
-        identity = worker_identity(session.client_name, session.id, started)
+        # Sessions that open meanwhile queue for the next batch (this task's job too).
+        await asyncio.sleep(0)
+        while self._queued:
+            batch, self._queued = self._queued, []
+            started = registry.wall_clock()
+            workers = [
+                self._new_worker(s, worker_identity(s.client_name, s.id, started)) for s in batch
+            ]
+            registered: list[Registration] | None = await self._registry_call(
+                registry.register_many, workers
+            )
+            if registered is None:
+                continue
+            now = self._now()
+            records, claims, gone = [], [], []
+            for session, registration in zip(batch, registered, strict=True):
+                identity, epoch = registration.worker_identity, registration.fencing_epoch
+                if session.closed:
+                    gone.append(identity)
+                    continue
+                session.worker_identity = identity
+                self._http[session.id] = _HttpWorker(identity, epoch)
+                records.append(registration.record)
+                claims.append(SessionClaim(session.id, identity, session.id, epoch))
+            # Their own rows and their own verdicts; nothing else changed.
+            self._copy.learn(records, now)
+            self._copy.judge_claims(claims, now)
+            if gone:
+                await self._registry_call(registry.remove_many, gone)
 
-        def register() -> int:
-            return registry.register(
-                worker_identity=identity,
-                client_name=session.client_name,
-                session_id=session.id,
-                role=ROLE_HTTP_SESSION,
-                server=session.server,
-                pid=os.getpid(),
-                heartbeat_ttl_seconds=self.ttl,
-                runtime_version=__version__,
-            ).fencing_epoch
+    def _new_worker(self, session: ClientSessionView, identity: str) -> NewWorker:
+        return NewWorker(
+            worker_identity=identity,
+            client_name=session.client_name,
+            session_id=session.id,
+            role=ROLE_HTTP_SESSION,
+            server=session.server,
+            pid=os.getpid(),
+            heartbeat_ttl_seconds=self.ttl,
+            runtime_version=__version__,
+        )
 
-        epoch = await self._to_thread(register)
-        if epoch is None:
-            return
-        if session.closed:
-            await self._to_thread(self._remove, identity)
-            return
-        session.worker_identity = identity
-        self._http[session.id] = _HttpWorker(identity, epoch)
-        await self.refresh()
+    async def _unregister(self, identity: str) -> None:
+        if await self._registry_call(self._remove, identity) is not None:
+            self._copy.forget(identity)
 
-    def _remove(self, identity: str) -> None:
-        if self.registry is not None:
-            self.registry.remove(identity)
+    def _remove(self, identity: str) -> bool:
+        return self.registry is not None and self.registry.remove(identity)
 
     async def _beat_loop(self) -> None:
         interval = heartbeat_interval_for(self.ttl)
         while True:
-            await asyncio.sleep(interval)
-            workers = list(self._http.values())
-            if workers and self.registry is not None:
-                await self._to_thread(_beat_all, self.registry, workers)
+            await self._clock.sleep(interval)
+            await self.beat()
+
+    async def beat(self) -> None:
+        """Renew every HTTP session's row, in one transaction (the timer's work)."""
+        registry = self.registry
+        if not self._http or registry is None:
+            return
+        workers = [(w.identity, w.epoch) for w in self._http.values()]
+        outcomes = await self._registry_call(registry.heartbeat_many, workers)
+        renewed = []
+        for outcome in outcomes or ():
+            if outcome.renewed:
+                # None: its session closed meanwhile, and its row went.
+                record = self._copy.records.get(outcome.worker_identity)
+                if record is not None and outcome.last_heartbeat_at is not None:
+                    beat = outcome.last_heartbeat_at
+                    renewed.append(
+                        dataclasses.replace(record, last_heartbeat_at=beat, beats=record.beats + 1)
+                    )
+            elif not outcome.transient:
+                logger.warning("HTTP session worker not renewed: %s", outcome)
+                # Someone else changed the row: read them all again.
+                self._others = None
+        self._copy.learn(renewed, self._now())
 
     # ------------------------------------------------------------ views
 
     async def refresh(self, *, force: bool = True) -> None:
-        """Re-read the rows (unless nothing changed and they are recent) and
-        re-assess the sessions' ownership with them; publish what changed."""
+        """Bring the copy and the sessions' ownership up to date; publish what changed.
+
+        Forced (on demand, tests), every row is read and judged now. On the
+        timer, every row is read only when someone else wrote since the last
+        read, and at most every ``ROWS_MIN_INTERVAL_SECONDS``; else every row
+        and claim is judged again from the copy every ``ROWS_REJUDGE_SECONDS``;
+        else only the sessions opened since are judged.
+        """
         registry = await self._current_registry()
         if registry is None:
             return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        expire = now - self._expired_at >= EXPIRE_EVERY_SECONDS
-        since = now - self._read_at
-        if not force and since < ROWS_MIN_INTERVAL_SECONDS:
+        now = self._clock.monotonic()
+        if now - self._expired_at >= EXPIRE_EVERY_SECONDS:
+            self._expired_at = now
+            expired = await self._registry_call(
+                functools.partial(registry.remove_expired, grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
+            )
+            if expired:
+                self._others = None
+        others = await self._registry_call(registry.others_version)
+        if others is None:
             return
-        recent = since < ROWS_REREAD_SECONDS
-        claims = self._claims()
-        assessed = self._assessed
+        if force or others != self._others:
+            if force or now - self._read_at >= ROWS_MIN_INTERVAL_SECONDS:
+                self._read_at = self._judged_at = now
+                await self._judge_all(registry, read=True)
+            # else: judging new sessions against a copy known to be behind would
+            # only flip their verdicts once it is read; they wait for that read.
+            return
+        if now - self._judged_at >= ROWS_REJUDGE_SECONDS:
+            self._judged_at = now
+            await self._judge_all(registry, read=False)
+            return
+        claims = [
+            claim
+            for session_id in self._unjudged
+            if (session := self._sessions.get(session_id)) is not None
+            and (claim := self._claim(session)) is not None
+        ]
+        self._unjudged.clear()
+        if claims:
+            self._copy.judge_claims(claims, self._now())
 
-        def read() -> tuple[tuple[int, int], list[JsonRow] | None, dict[str, SessionOwnership]]:
-            if expire:
-                registry.remove_expired(grace_seconds=EXPIRED_ROW_GRACE_SECONDS)
-            stamp = registry.change_stamp()
-            if not force and recent and stamp == self._stamp:
-                if claims == assessed:
-                    return stamp, None, self._ownership
-                return stamp, None, assess_sessions(registry, claims)
-            return stamp, list(worker_rows(registry)), assess_sessions(registry, claims)
+    async def _judge_all(self, registry: WorkerRegistry, *, read: bool) -> None:
+        """Every row and every claim judged off the loop, from the file (``read``);
+        or from the copy, the rows ``due`` and the claims on them."""
+        copy = {} if read else self._copy.due(self._now())
+        if read:
+            self._unjudged.clear()
+        elif not copy:
+            return
+        claims = {
+            session.id: claim
+            for session in self._sessions.values()
+            if (claim := self._claim(session)) is not None
+            and (read or claim.worker_identity in copy)
+        }
+        probe = self._copy.pid_probe
 
-        outcome = await self._to_thread(read)
+        def judged() -> tuple[int | None, Judged]:
+            if not read:
+                return None, judge(copy, claims, registry.wall_clock(), probe)
+            others = registry.others_version()
+            records = {r.worker_identity: r for r in registry.list_workers()}
+            return others, judge(records, claims, registry.wall_clock(), probe)
+
+        outcome = await self._registry_call(judged)
         if outcome is None:
             return
-        self._stamp, rows, ownership = outcome
-        if expire:
-            self._expired_at = now
-        self._take_ownership(claims, ownership)
-        if rows is None:
-            return
-        self._read_at = now
-        # Ages move with the clock; only a real change is news.
-        if _without_ages(rows) != _without_ages(self.rows):
-            self.rows = rows
-            self._publish(Event(EventKind.WORKERS))
-        else:
-            self.rows = rows
+        others, verdicts = outcome
+        if read:
+            self._others = others
+        self._copy.apply(verdicts, read=read, claim_of=self._claim_of)
 
-    def _claims(self) -> frozenset[SessionClaim]:
-        claims = set()
-        for session in self._sessions.values():
-            if session.worker_identity is None or session.closed:
-                continue
-            ours = self._http.get(session.id)
-            claims.add(
-                SessionClaim(session.id, session.worker_identity)
-                if ours is None
-                else SessionClaim(session.id, ours.identity, session.id, ours.epoch)
-            )
-        return frozenset(claims)
+    def _claim_of(self, session_id: str) -> SessionClaim | None:
+        session = self._sessions.get(session_id)
+        return None if session is None else self._claim(session)
 
-    def _take_ownership(
-        self, claims: frozenset[SessionClaim], ownership: dict[str, SessionOwnership]
-    ) -> None:
-        # Sessions closed while the thread ran are gone from _sessions.
-        fresh = {k: v for k, v in ownership.items() if k in self._sessions}
-        before = {k: v.status for k, v in self._ownership.items()}
-        self._ownership, self._assessed = fresh, claims
-        # Details carry ages that move with the clock; only a verdict is news.
-        if {k: v.status for k, v in fresh.items()} != before:
-            self._publish(Event(EventKind.SESSIONS, text="worker ownership changed"))
+    def _claim(self, session: ClientSessionView) -> SessionClaim | None:
+        if session.worker_identity is None or session.closed:
+            return None
+        ours = self._http.get(session.id)
+        if ours is None:
+            return SessionClaim(session.id, session.worker_identity)
+        return SessionClaim(session.id, ours.identity, session.id, ours.epoch)
+
+    def _now(self) -> datetime:
+        assert self.registry is not None
+        return self.registry.wall_clock()
 
     async def _refresh_loop(self) -> None:
         while True:
             await self.refresh(force=False)
-            await asyncio.sleep(ROWS_REFRESH_SECONDS)
+            await self._clock.sleep(ROWS_REFRESH_SECONDS)
 
     async def run_doctor(self) -> list[Diagnostic]:
         servers_env = {name: dict(env) for name, env in self._servers_env().items()}
@@ -311,19 +434,30 @@ class WorkerWatch:
     async def _diagnostics_loop(self) -> None:
         while True:
             await self.run_doctor()
-            await asyncio.sleep(DIAGNOSTICS_INTERVAL_SECONDS)
+            await self._clock.sleep(DIAGNOSTICS_INTERVAL_SECONDS)
 
     def warnings_json(self) -> list[dict[str, Any]]:
         return warnings_json(self.diagnostics, self.own_warnings)
 
+    async def _registry_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn`` on the watch's registry thread, after everything asked before it."""
+        return await self._off_loop(self._thread, fn, *args)
+
     async def _to_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn`` on asyncio's default threads (the doctor's psutil scans)."""
+        return await self._off_loop(None, fn, *args)
+
+    async def _off_loop(
+        self, executor: ThreadPoolExecutor | None, fn: Callable[..., Any], *args: Any
+    ) -> Any:
         """Run blocking registry work off the loop; a failure is reported, never raised.
 
         A damaged file is one warning (what is wrong, the fix), not a
         traceback per refresh; anything else unexpected is logged once.
         """
         try:
-            return await asyncio.to_thread(fn, *args)
+            call = functools.partial(fn, *args)
+            return await asyncio.get_running_loop().run_in_executor(executor, call)
         except RegistryFileError as exc:
             self._set_problem(f"registry: {exc}")
         except Exception as exc:
@@ -355,31 +489,20 @@ class WorkerWatch:
             self._problem_file = await asyncio.to_thread(_file_stamp, self.path)
             return None
         if registry is not None:
-            registry.close()
+            await self._registry_call(registry.close)
         self.registry = fresh
-        self._stamp = None
+        self._others = None
         logger.warning("worker registry %s was replaced: opened it again", self.path)
         self._set_problem(None)
         # Our own HTTP sessions' rows lived in the old file: write them again.
-        for session_id, worker in list(self._http.items()):
-            epoch = await self._to_thread(self._reregister, session_id, worker.identity)
-            if epoch is not None:
-                self._http[session_id] = _HttpWorker(worker.identity, epoch)
+        ours = [(i, w) for i, w in self._http.items() if i in self._sessions]
+        workers = [self._new_worker(self._sessions[i], w.identity) for i, w in ours]
+        registered = await self._registry_call(fresh.register_many, workers)
+        for (session_id, _), registration in zip(ours, registered or (), strict=False):
+            self._http[session_id] = _HttpWorker(
+                registration.worker_identity, registration.fencing_epoch
+            )
         return fresh
-
-    def _reregister(self, session_id: str, identity: str) -> int:
-        assert self.registry is not None
-        session = self._sessions.get(session_id)
-        return self.registry.register(
-            worker_identity=identity,
-            client_name=session.client_name if session else "unknown",
-            session_id=session_id,
-            role=ROLE_HTTP_SESSION,
-            server=session.server if session else None,
-            pid=os.getpid(),
-            heartbeat_ttl_seconds=self.ttl,
-            runtime_version=__version__,
-        ).fencing_epoch
 
     def _set_problem(self, problem: str | None) -> None:
         if problem == self.registry_problem:
@@ -393,15 +516,9 @@ class WorkerWatch:
         self._publish(Event(EventKind.WARNINGS))
 
 
-def _beat_all(registry: WorkerRegistry, workers: list[_HttpWorker]) -> None:
-    for worker in workers:
-        outcome = registry.heartbeat(worker.identity, worker.epoch)
-        if not outcome.renewed and not outcome.transient:
-            logger.warning("HTTP session worker not renewed: %s", outcome)
-
-
-def _without_ages(rows: list[JsonRow]) -> list[JsonRow]:
-    return [{k: v for k, v in row.items() if k != "heartbeat_age_seconds"} for row in rows]
+def _probe_knowing_self(own_pid: int) -> PidProbe:
+    """The default pid probe, minus the syscall for our own pid (every HTTP session's row)."""
+    return lambda pid: pid == own_pid or default_pid_probe(pid)
 
 
 def _file_stamp(path: Path) -> tuple[int, int, int, float] | None:

@@ -10,7 +10,8 @@ uvicorn's own httptools protocol:
 - a read deadline: a request must arrive complete (head and body) within
   ``read_seconds`` of its first byte, and a new connection must send one
   within ``read_seconds`` of opening;
-- a connection cap below the file limit: past it, the oldest connection
+- a connection cap below the file limit (core.platform.files raises the
+  limit where the OS has one): past it, the oldest connection
   that never presented the token is shed first, then the oldest idle one;
   a new connection is refused only when every open one is busy and trusted;
 - accept errors (EMFILE and the like) logged once a minute with a count
@@ -24,7 +25,6 @@ passed the token check, and on loopback a peer address names one connection.
 import asyncio
 import logging
 import re
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,19 +54,6 @@ Peer = tuple[str, int]
 class HttpLimits:
     read_seconds: float = READ_SECONDS
     max_connections: int = MAX_CONNECTIONS
-
-
-def raise_file_limit() -> int:
-    """Raise the soft file limit to the hard one (desktops default to 1,024); the new soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if target > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            return target
-        except (ValueError, OSError):
-            return soft
-    return soft
 
 
 def connection_cap(wanted: int, file_limit: int) -> int:

@@ -2,19 +2,20 @@
 
 Only sampled while someone looks: the window's sampler (app/usage.py) calls
 ``sample`` on its timer while it shows, so a headless tray never pays for it.
-psutil reads /proc: blocking, so ``sample`` runs in a worker thread. Descendants come from the kernel's per-task
-``children`` lists rather than psutil's ``children()``, which reads the
-stat file of every process on the machine for each server.
+psutil's reads block, so ``sample`` runs in a worker thread. Descendants
+come from the platform's ``tree_pids`` (on Linux the kernel's per-task
+``children`` lists rather than psutil's ``children()``, which reads the stat
+file of every process on the machine for each server).
 ``cpu_percent`` needs the same ``Process`` object between samples, so they
 are cached by pid and dropped when the pid goes away.
 """
 
-import os
 from typing import Final
 
 import psutil
 
 from core.base.snapshot import ResourceUsage
+from core.platform.backends import backends
 
 #: How often the figures refresh; the UI shows them, nothing decides on them.
 SAMPLE_INTERVAL_SECONDS: Final = 5.0
@@ -28,9 +29,10 @@ class ProcessStats:
         """One reading per server. Blocking."""
         usage: dict[str, ResourceUsage] = {}
         alive: set[int] = set()
+        tree_pids = backends().tree_pids
         for name, pid in pids.items():
             cpu, rss = 0.0, 0
-            for member in descendants(pid):
+            for member in tree_pids(pid):
                 try:
                     proc = self._proc(member)
                     cpu += proc.cpu_percent(None)
@@ -50,23 +52,3 @@ class ProcessStats:
             proc.cpu_percent(None)  # the first reading is a baseline of 0
             self._procs[pid] = proc
         return proc
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it, from /proc/PID/task/TID/children."""
-    found: list[int] = []
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{current}/task/{task}/children") as handle:
-                    pending.extend(int(child) for child in handle.read().split())
-            except (OSError, ValueError):
-                continue
-    return found

@@ -23,8 +23,10 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
-from core.base.memory import return_large_blocks
 from core.base.snapshot import WarningSnapshot, WorkerSnapshot
+from core.platform.backends import backends
+from core.platform.files import raise_file_limit
+from core.platform.memory import return_large_blocks
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
@@ -36,7 +38,6 @@ from core.serving.http_guard import (
     HttpLimits,
     connection_cap,
     guarded_protocol,
-    raise_file_limit,
 )
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
@@ -68,9 +69,13 @@ class TrayService:
         timing: Timing | None = None,
         watch_config: bool = True,
         limits: HttpLimits | None = None,
+        subreaper: bool = False,
     ) -> None:
         self.config = config
         self.watch_config = watch_config
+        #: Whether this process is the tray, the one process that makes itself
+        #: the subreaper of what its children leave (core.platform.reaper).
+        self.subreaper = subreaper
         self.paths = paths
         self.timing = timing
         self.instance: Instance | None = None
@@ -133,6 +138,8 @@ class TrayService:
         """Take the instance lock and bring everything up (``AlreadyRunning`` if taken)."""
         return_large_blocks()  # a large result must not leave its memory behind
         self.instance = Instance.acquire(self.paths)
+        if self.subreaper:
+            backends().reaper.enable(self.supervisor.owner)
         try:
             # The previous tray's sessions: only the instance holding the lock may read them.
             await asyncio.to_thread(self.gateway.store.load)

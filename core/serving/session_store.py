@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from core.platform.files import write_private
 from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
-from core.settings.runtime import _write_private as write_private
 
 logger = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from core.base.errors import ConfigError
+from core.platform.files import NO_WAIT_FLAGS
 from core.settings.paths import default_paths
 
 RetryPolicy = Literal["safe", "always", "never"]
@@ -225,9 +226,9 @@ def _read_bounded(path: Path) -> bytes:
     except OSError as exc:
         raise unreadable(exc) from None
     try:
-        # O_NONBLOCK: should a FIFO be renamed in between, open and read
-        # return at once instead of waiting for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        # Opened without waiting (O_NONBLOCK on POSIX): should a FIFO be renamed
+        # in between, open and read return at once instead of waiting for a writer.
+        fd = os.open(path, NO_WAIT_FLAGS)
     except FileNotFoundError:
         raise missing from None
     except OSError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 import platformdirs
 
 from core.base.envvars import HOME_ENV
+from core.platform.files import private_dirs
 
 APP_NAME = "mcp-tray"
 
@@ -49,8 +50,9 @@ class Paths:
         return self.log_dir / f"{server}.log"
 
     def ensure(self) -> "Paths":
+        """Make the folders, each missing level private whatever the umask."""
         for folder in (self.config_dir, self.state_dir, self.log_dir, self.runtime_dir):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dirs(folder)
         return self
 
 

@@ -1,13 +1,13 @@
 """The one running instance per user: its lock, its runtime file, its token.
 
-The instance holds an exclusive ``flock`` on ``state/instance.lock`` for its
-whole life, so a crash releases it; ``state/runtime.json`` tells the CLI
+The instance holds an exclusive lock on ``state/instance.lock`` for its
+whole life (core.platform.files: flock, or msvcrt on Windows), so a crash
+releases it; ``state/runtime.json`` tells the CLI
 where the local API listens. A runtime file whose lock nobody holds is stale
 (the tray died) and is treated as "not running".
 """
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -18,6 +18,7 @@ from typing import IO, Any, Final
 
 from core import __version__
 from core.base.errors import AlreadyRunning, NotRunning
+from core.platform.files import try_lock, unlock, write_private
 from core.settings.paths import Paths
 
 #: The warning family of a gateway that could not listen on its configured
@@ -73,9 +74,7 @@ class Instance:
     def acquire(cls, paths: Paths) -> "Instance":
         paths.ensure()
         handle = paths.lock_file.open("a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(handle):
             handle.close()
             info = _read_info(paths)
             raise AlreadyRunning(
@@ -94,14 +93,14 @@ class Instance:
             started_at=time.time(),
             configured_port=port if configured_port is None else configured_port,
         )
-        _write_private(self.paths.runtime_file, json.dumps(asdict(info), indent=2))
+        write_private(self.paths.runtime_file, json.dumps(asdict(info), indent=2))
         return info
 
     def release(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.paths.runtime_file.unlink()
         if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
+            unlock(self._lock_handle)
             self._lock_handle.close()
             self._lock_handle = None
 
@@ -129,11 +128,9 @@ def _lock_held(lock: Path) -> bool:
     except OSError:
         return False
     with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(handle):
             return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
+        unlock(handle)
         return False
 
 
@@ -154,15 +151,5 @@ def load_or_create_file_token(path: Path) -> str:
     except FileNotFoundError:
         pass
     token = new_token()
-    _write_private(path, token + "\n")
+    write_private(path, token + "\n")
     return token
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write atomically with mode 0600 from the first byte."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

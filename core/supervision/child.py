@@ -1,26 +1,34 @@
-"""One run of a server as an OS process group, and the stop contract.
+"""One run of a server as an OS process tree, and the stop contract.
 
-Spawning: the child gets its own session (so its pid is its process-group id
-and npx/uvx grandchildren share the group), its stdio as pipes, and
-``MCP_TRAY_OWNER=<instance id>`` in its environment so a sweep after a crash
-can find what a dead tray left behind.
+Spawning: the child gets its stdio as pipes, ``MCP_TRAY_OWNER=<instance
+id>/<child id>`` in its environment (so a stop finds descendants that left
+its tree, and a sweep after a crash finds what a dead tray left behind),
+and whatever the platform's process tree needs (core.platform.trees): its
+own session on POSIX, so npx/uvx grandchildren share its process group; a
+job object on Windows.
 
-Exit detection is event-driven: a pidfd registered with the event loop
-becomes readable the instant the child exits (no pid polling, no reaping
-race: the pidfd does not reap, ``Popen.poll`` does once it fired).
+Exit detection is event-driven, by the platform's exit watch
+(core.platform.exits: a pidfd on Linux, a kqueue on macOS, a thread blocked
+in the wait on Windows and in the portable set); nothing polls the pid.
 
-The stop contract, in order (each wait bounded by a named constant):
-1. close the child's stdin (a well-behaved stdio server exits on EOF);
+The stop contract, in order (each wait bounded by a named constant, on the
+injected clock):
+1. look at the child's descendants (a grandchild that left the tree is
+   still below the child now), then close the child's stdin (a
+   well-behaved stdio server exits on EOF);
 2. wait ``STDIN_CLOSE_GRACE_SECONDS`` for the leader to exit;
-3. if anything of the group is left (the leader, or a grandchild that
-   outlived it), SIGTERM the whole group and wait ``SIGTERM_GRACE_SECONDS``;
-4. SIGKILL the group and wait ``SIGKILL_SETTLE_SECONDS``;
-5. verify with psutil that no live process of the group survives, and log
-   loudly with pids and command lines if one does.
+3. if anything of the tree is left (the leader, or a grandchild that
+   outlived it), take the polite step on the whole tree (SIGTERM to the
+   group; CTRL_BREAK_EVENT on Windows) and wait ``SIGTERM_GRACE_SECONDS``;
+4. take the hard step (SIGKILL to the group; terminating the job) and wait
+   ``SIGKILL_SETTLE_SECONDS``;
+5. end the descendants that left the tree (seen in step 1, or carrying
+   this child's tag) the same way;
+6. verify with psutil that nothing of the tree survives, and log loudly
+   with pids and command lines if something does.
 """
 
 import asyncio
-import contextlib
 import os
 import secrets
 import shutil
@@ -35,19 +43,24 @@ import psutil
 from core.base.clock import SYSTEM_CLOCK, Clock, wait_within
 from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV, TAG_SEPARATOR
 from core.base.errors import SpawnError
+from core.platform import procs
+from core.platform.backends import Backends, backends
 
 #: Grace period for the server to exit on its own after its stdin closes.
 STDIN_CLOSE_GRACE_SECONDS: Final = 2.0
-#: After SIGTERM to the whole group, how long before SIGKILL.
+#: After the polite step (SIGTERM to the whole group), how long before the hard one.
 SIGTERM_GRACE_SECONDS: Final = 2.0
-#: After SIGKILL, how long the kernel gets to tear the group down before we
-#: report survivors (only an uninterruptible process runs this out).
+#: After the hard step (SIGKILL), how long the OS gets to tear the tree down
+#: before we report survivors (only an uninterruptible process runs this out).
 SIGKILL_SETTLE_SECONDS: Final = 1.0
-#: How often the stop contract re-checks whether the group is empty. This is
+#: How often the stop contract re-checks whether the tree is empty. This is
 #: the stop path only; exit detection never polls.
 GROUP_CHECK_INTERVAL_SECONDS: Final = 0.02
 #: Largest single JSON-RPC line read from a child (big resources are legal).
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+
+#: Pids of the children spawned here and not yet reaped: never the subreaper's to reap.
+LIVE_PIDS: Final[set[int]] = set()
 
 
 @dataclass(frozen=True)
@@ -118,28 +131,34 @@ class Spawner(Protocol):
 
 
 class ChildProcess:
-    """A spawned child: its pipes, its process group, and its exit."""
+    """A spawned child: its pipes, its process tree, and its exit."""
 
     def __init__(
-        self, popen: "subprocess.Popen[bytes]", argv: list[str], tag: str | None = None
+        self,
+        popen: "subprocess.Popen[bytes]",
+        argv: list[str],
+        tag: str | None = None,
+        platform: Backends | None = None,
     ) -> None:
         self.popen = popen
         #: This child's ``MCP_TRAY_OWNER`` value, inherited by its descendants.
         self.tag = tag
         self.pid = popen.pid
-        #: start_new_session makes the child a group leader: pgid == pid.
-        self.pgid = popen.pid
         self.argv = argv
+        self.platform = platform or backends()
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.exited: asyncio.Future[int] = loop.create_future()
-        self._pidfd: int | None = os.pidfd_open(self.pid)
-        loop.add_reader(self._pidfd, self._on_pidfd)
+        LIVE_PIDS.add(self.pid)
+        self.tree = self.platform.trees.adopt(popen)
+        self._watching = self.platform.exits.watch(popen, loop, self._on_exit)
         self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         self.stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         self._stdin: asyncio.WriteTransport | None = None
         self._stdin_protocol: _WriteProtocol | None = None
         self._read_transports: list[asyncio.BaseTransport] = []
+        #: Descendants seen below the child by the stop contract's first look.
+        self._seen: dict[int, psutil.Process] = {}
 
     @classmethod
     async def spawn(
@@ -155,9 +174,10 @@ class ChildProcess:
             raise SpawnError(f"working folder (cwd) {cwd!r} does not exist", permanent=True)
         executable = resolve_command(command, env, cwd)
         argv = [executable, *args]
+        platform = backends()
         try:
             # Popen forks synchronously, as asyncio's own subprocess support does;
-            # we keep the Popen so exit is watched by pidfd, not a watcher thread.
+            # we keep the Popen so the platform's exit watch, not asyncio's, sees the exit.
             popen = subprocess.Popen(  # noqa: ASYNC220
                 argv,
                 stdin=subprocess.PIPE,
@@ -165,8 +185,8 @@ class ChildProcess:
                 stderr=subprocess.PIPE,
                 env=dict(env),
                 cwd=cwd,
-                start_new_session=True,
                 close_fds=True,
+                **platform.trees.popen_options(),
             )
         except PermissionError as exc:
             raise SpawnError(
@@ -182,12 +202,23 @@ class ChildProcess:
         except ValueError as exc:
             # A NUL byte, an '=' in an env key, a string that is not valid text.
             raise SpawnError(f"cannot start {command!r}: {exc}", permanent=True) from None
-        child = cls(popen, argv, env.get(OWNER_ENV))
+        try:
+            child = cls(popen, argv, env.get(OWNER_ENV), platform)
+        except OSError as exc:
+            # No descriptor for the exit watch, no job object: end it, try again later.
+            popen.kill()
+            popen.wait()
+            LIVE_PIDS.discard(popen.pid)
+            raise SpawnError(
+                f"cannot watch {command!r} (pid {popen.pid}): {exc.strerror or exc}",
+                permanent=False,
+            ) from None
         try:
             await child._connect_pipes()
         except BaseException:
             # Cancelled (or failed) between fork and pipes: never leak the child.
-            child._signal_group(signal.SIGKILL)
+            child.tree.kill()
+            popen.kill()
             popen.wait()
             child.close()
             raise
@@ -195,25 +226,21 @@ class ChildProcess:
 
     async def _connect_pipes(self) -> None:
         loop = self._loop
+        pipes = self.platform.pipes
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         for reader, pipe in ((self.stdout, self.popen.stdout), (self.stderr, self.popen.stderr)):
-            protocol_factory = _reader_protocol(reader)
-            transport, _ = await loop.connect_read_pipe(protocol_factory, pipe)
+            transport = await pipes.read_pipe(loop, _reader_protocol(reader), pipe)
             self._read_transports.append(transport)
         protocol = _WriteProtocol()
-        stdin_transport, _ = await loop.connect_write_pipe(lambda: protocol, self.popen.stdin)
-        self._stdin = stdin_transport
+        self._stdin = await pipes.write_pipe(loop, lambda: protocol, self.popen.stdin)
         self._stdin_protocol = protocol
 
-    def _on_pidfd(self) -> None:
-        assert self._pidfd is not None
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        self._pidfd = None
-        # The pidfd fired, so the child has exited: poll() reaps without blocking.
+    def _on_exit(self) -> None:
+        # The watch saw the exit, so poll() reaps without blocking.
         returncode = self.popen.poll()
-        if returncode is None:  # pragma: no cover - the kernel said it exited
+        if returncode is None:  # pragma: no cover - the OS said it exited
             returncode = self.popen.wait()
+        LIVE_PIDS.discard(self.pid)
         if not self.exited.done():
             self.exited.set_result(returncode)
 
@@ -222,16 +249,10 @@ class ChildProcess:
         return self.exited.result() if self.exited.done() else None
 
     def is_alive(self) -> bool:
-        """True until the leader has exited (checked with a syscall, not a cached flag)."""
+        """True until the leader has exited (asked of the OS, not a cached flag)."""
         if self.exited.done():
             return False
-        if self._pidfd is None:
-            return False
-        try:
-            info = os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return False
-        return info is None
+        return self._watching.alive()
 
     async def write(self, data: bytes) -> None:
         if self._stdin is None or self._stdin.is_closing():
@@ -247,7 +268,11 @@ class ChildProcess:
     async def stop(
         self, timing: StopTiming, log: Callable[[str], None], clock: Clock = SYSTEM_CLOCK
     ) -> None:
-        """Run the stop contract (module docstring): stdin EOF, TERM, KILL, verify."""
+        """Run the stop contract (module docstring): look, stdin EOF, polite, hard, verify."""
+        # Before stdin closes: a descendant that left the tree (setsid, env -i)
+        # is below the child only while its parent lives.
+        if not self.exited.done():
+            self._seen.update((p.pid, p) for p in await asyncio.to_thread(self.tree.snapshot))
         self.close_stdin()
         if not self.exited.done():
             await wait_within(clock, asyncio.shield(self.exited), timing.stdin_close_grace)
@@ -256,78 +281,77 @@ class ChildProcess:
     async def end_group(
         self, timing: StopTiming, log: Callable[[str], None], clock: Clock = SYSTEM_CLOCK
     ) -> None:
-        """Stop whatever of the group is left (the leader may already be gone)."""
-        if await self._group_alive():
-            self._signal_group(signal.SIGTERM)
-            if not await self._wait_group_empty(timing.sigterm_grace, clock):
+        """Stop whatever of the tree is left (the leader may already be gone)."""
+        tree = self.tree
+        if await asyncio.to_thread(tree.alive):
+            await asyncio.to_thread(tree.terminate)
+            if not await self._wait_tree_empty(timing.sigterm_grace, clock):
                 log(
-                    f"pgid {self.pgid} still alive {timing.sigterm_grace:g} s after SIGTERM; sending SIGKILL"
+                    f"{tree.label} still alive {timing.sigterm_grace:g} s after {tree.polite}; "
+                    f"sending {tree.hard}"
                 )
-                self._signal_group(signal.SIGKILL)
-                await self._wait_group_empty(timing.sigkill_settle, clock)
+                await asyncio.to_thread(tree.kill)
+                await self._wait_tree_empty(timing.sigkill_settle, clock)
         await self._end_escapees(timing, log, clock)
-        survivors = await asyncio.to_thread(group_members, self.pgid)
+        survivors = await asyncio.to_thread(tree.members)
         if survivors:
-            listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in survivors)
-            log(f"LEFTOVER: processes of pgid {self.pgid} survived SIGKILL: {listed}")
+            log(
+                f"LEFTOVER: processes of {tree.label} survived {tree.hard}: {procs.listed(survivors)}"
+            )
         if not self.exited.done():
             await wait_within(clock, asyncio.shield(self.exited), timing.sigkill_settle)
         self.close()
+        reaper = self.platform.reaper
+        if reaper.active:
+            await asyncio.to_thread(reaper.reap, set(LIVE_PIDS))
+
+    def _escapees(self) -> list[psutil.Process]:
+        """Descendants outside the tree: seen below the child, or carrying its tag. Blocking."""
+        found = {
+            pid: proc
+            for pid, proc in self._seen.items()
+            if procs.running(proc) and not self.tree.contains(proc)
+        }
+        if self.tag:
+            tag = self.tag
+            for proc, _ in procs.tagged(lambda t: t == tag):
+                if proc.pid not in found and not self.tree.contains(proc):
+                    found[proc.pid] = proc
+        return list(found.values())
 
     async def _end_escapees(
         self, timing: StopTiming, log: Callable[[str], None], clock: Clock
     ) -> None:
-        """Descendants that left the group (setsid) but carry this child's tag go too."""
-        if not self.tag:
-            return
-        escaped = await asyncio.to_thread(tagged_outside_group, self.tag, self.pgid)
+        escaped = await asyncio.to_thread(self._escapees)
         if not escaped:
             return
-        listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in escaped)
-        log(f"ending processes that left pgid {self.pgid} but carry its tag: {listed}")
-        for proc in escaped:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
+        log(f"ending processes that left {self.tree.label}: {procs.listed(escaped)}")
+        await asyncio.to_thread(procs.terminate_each, escaped)
         alive = await _wait_gone(escaped, timing.sigterm_grace, clock)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        await asyncio.to_thread(procs.kill_each, alive)
         if stubborn := await _wait_gone(alive, timing.sigkill_settle, clock):
-            listed = "; ".join(f"pid {p.pid} {_cmdline(p)}" for p in stubborn)
-            log(f"LEFTOVER: tagged processes outside pgid {self.pgid} survived SIGKILL: {listed}")
+            log(
+                f"LEFTOVER: processes that left {self.tree.label} survived the kill: "
+                f"{procs.listed(stubborn)}"
+            )
 
     def close(self) -> None:
-        """Release the pipes and the pidfd (the process itself is not touched)."""
+        """Release the pipes and the exit watch (and the tree's hold once the leader is gone)."""
         if self._stdin is not None:
             self._stdin.close()
         for transport in self._read_transports:
             transport.close()
         self.stdout.feed_eof()
         self.stderr.feed_eof()
-        if self._pidfd is not None and self.exited.done():
-            self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
+        if self.exited.done():
+            self._watching.close()
+            self.tree.release()
 
-    def _signal_group(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
-
-    async def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        # killpg also sees zombies; only live members matter.
-        return bool(await asyncio.to_thread(group_members, self.pgid))
-
-    async def _wait_group_empty(self, seconds: float, clock: Clock) -> bool:
+    async def _wait_tree_empty(self, seconds: float, clock: Clock) -> bool:
         # The deadline is on the injected clock; the re-check interval is real
-        # time (it only paces the polling of a group that is on its way out).
+        # time (it only paces the polling of a tree that is on its way out).
         deadline = clock.monotonic() + seconds
-        while await self._group_alive():
+        while await asyncio.to_thread(self.tree.alive):
             if clock.monotonic() >= deadline:
                 return False
             await asyncio.sleep(GROUP_CHECK_INTERVAL_SECONDS)
@@ -371,62 +395,16 @@ class _WriteProtocol(asyncio.Protocol):
             raise BrokenPipeError(str(self._lost))
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    """Live (non-zombie) processes whose process group is ``pgid``. Blocking: call in a thread."""
-    members = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) != pgid:
-                continue
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-        except (ProcessLookupError, psutil.Error):
-            continue
-        members.append(proc)
-    return members
-
-
-def tagged_outside_group(tag: str, pgid: int) -> list[psutil.Process]:
-    """Live processes carrying ``tag`` in their environment but outside ``pgid``. Blocking."""
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["uids", "status"]):
-        try:
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            if proc.info["status"] == psutil.STATUS_ZOMBIE or os.getpgid(proc.pid) == pgid:
-                continue
-            if proc.environ().get(OWNER_ENV) == tag:
-                found.append(proc)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return found
-
-
 async def _wait_gone(
-    procs: list[psutil.Process], seconds: float, clock: Clock
+    waiting: list[psutil.Process], seconds: float, clock: Clock
 ) -> list[psutil.Process]:
-    """Wait (on ``clock``) for ``procs`` to end; those still running after ``seconds``."""
+    """Wait (on ``clock``) for ``waiting`` to end; those still running after ``seconds``."""
     deadline = clock.monotonic() + seconds
-    while alive := [proc for proc in procs if _running(proc)]:
+    while alive := [proc for proc in waiting if procs.running(proc)]:
         if clock.monotonic() >= deadline:
             return alive
         await asyncio.sleep(GROUP_CHECK_INTERVAL_SECONDS)
     return []
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _cmdline(proc: psutil.Process) -> str:
-    try:
-        return " ".join(proc.cmdline())[:200]
-    except psutil.Error:
-        return "?"
 
 
 def _reader_protocol(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:

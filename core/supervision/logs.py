@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Final
 
+from core.platform.files import private_dirs
+
 #: Rotate a server's log at this size; stderr floods must not fill the disk.
 LOG_MAX_BYTES: Final = 2 * 1024 * 1024
 LOG_BACKUPS: Final = 3
@@ -78,7 +80,7 @@ class LogSink:
     def _handler(self, server: str) -> logging.handlers.RotatingFileHandler:
         handler = self._handlers.get(server)
         if handler is None:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
+            private_dirs(self._log_dir)
             handler = logging.handlers.RotatingFileHandler(
                 self.path(server), maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
             )

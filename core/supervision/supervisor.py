@@ -25,11 +25,11 @@ from core.base.snapshot import (
 )
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
-from core.supervision.child import ChildProcess, Spawner
+from core.supervision.child import LIVE_PIDS, ChildProcess, Spawner
 from core.supervision.logs import LogSink
 from core.supervision.run import Timing
 from core.supervision.server import EnvResolver, ManagedServer
-from core.supervision.sweep import Leftover, new_owner_id, sweep_leftovers
+from core.supervision.sweep import Leftover, end_adopted, new_owner_id, sweep_leftovers
 
 logger = logging.getLogger(__name__)
 
@@ -185,9 +185,8 @@ class Supervisor:
             self.swept = await asyncio.to_thread(sweep_leftovers, self.owner)
             for item in self.swept:
                 logger.warning(
-                    "ended leftover pid %d (pgid %d) of dead owner %s: %s",
+                    "ended leftover pid %d of dead owner %s: %s",
                     item.pid,
-                    item.pgid,
                     item.owner,
                     item.cmdline,
                 )
@@ -204,6 +203,9 @@ class Supervisor:
         await asyncio.gather(
             *(server.stop() for server in self.all_servers()), return_exceptions=True
         )
+        # Escapees the Linux subreaper adopted: no tag, no group, but ours.
+        for proc in await asyncio.to_thread(end_adopted, set(LIVE_PIDS)):
+            logger.warning("ended pid %d, left behind by a server that has stopped", proc.pid)
         self.private.clear()
         self.logs.close()
 

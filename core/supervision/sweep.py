@@ -1,25 +1,30 @@
 """Find and end what a crashed earlier mcp-tray left running.
 
-Every child carries ``MCP_TRAY_OWNER=<instance id>`` in its environment, and
-its grandchildren inherit it. At start-up we look for processes of this user
-whose tag names an owner that is no longer alive, and end their groups.
-An owner id is ``<pid>-<start time in ms>-<random>``: the start time tells a
-live owner from a recycled pid.
+Every child carries ``MCP_TRAY_OWNER=<instance id>/<child id>`` in its
+environment, and its grandchildren inherit it. At start-up we look for
+processes of this user whose tag names an owner that is no longer alive,
+and end them with their trees (their process groups on POSIX; on Windows a
+dead tray's job objects already ended theirs). An owner id is ``<pid>-<start
+time in ms>-<random>``: the start time tells a live owner from a recycled pid.
+
+When the tray stops, the escapees the Linux subreaper adopted go too
+(``end_adopted``): processes that cleared their environment, so no tag or
+group names them, re-parented to the tray when their parent exited.
 """
 
-import contextlib
 import os
 import secrets
-import signal
 import time
 from dataclasses import dataclass
 from typing import Final
 
 import psutil
 
-from core.base.envvars import OWNER_ENV, TAG_SEPARATOR
+from core.base.envvars import TAG_SEPARATOR
+from core.platform import procs
+from core.platform.backends import backends
 
-#: After SIGTERM to a leftover group, how long before SIGKILL.
+#: After the polite step on a leftover's tree, how long before the hard one.
 SWEEP_TERM_GRACE_SECONDS: Final = 1.0
 #: How often the sweep re-checks whether the leftovers it signalled are gone.
 SWEEP_CHECK_INTERVAL_SECONDS: Final = 0.02
@@ -51,70 +56,55 @@ def owner_alive(owner: str) -> bool:
 @dataclass(frozen=True)
 class Leftover:
     pid: int
-    pgid: int
     owner: str
     cmdline: str
 
 
+def _leftovers(own_owner: str | None) -> list[tuple[psutil.Process, Leftover]]:
+    alive_cache: dict[str, bool] = {}
+
+    def dead_owner(tag: str) -> bool:
+        owner = owner_of(tag)
+        if owner == own_owner:
+            return False
+        if owner not in alive_cache:
+            alive_cache[owner] = owner_alive(owner)
+        return not alive_cache[owner]
+
+    return [
+        (proc, Leftover(proc.pid, owner_of(tag), procs.cmdline(proc)))
+        for proc, tag in procs.tagged(dead_owner)
+    ]
+
+
 def find_leftovers(own_owner: str | None = None) -> list[Leftover]:
     """Tagged processes of this user whose owner is dead. Blocking: run in a thread."""
-    uid = os.getuid()
-    found: list[Leftover] = []
-    alive_cache: dict[str, bool] = {}
-    for proc in psutil.process_iter(["pid", "uids"]):
-        try:
-            if proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            tag = proc.environ().get(OWNER_ENV)
-            if not tag:
-                continue
-            owner = owner_of(tag)
-            if owner == own_owner:
-                continue
-            if owner not in alive_cache:
-                alive_cache[owner] = owner_alive(owner)
-            if alive_cache[owner]:
-                continue
-            found.append(
-                Leftover(proc.pid, os.getpgid(proc.pid), owner, " ".join(proc.cmdline())[:200])
-            )
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            continue
-    return found
+    return [item for _, item in _leftovers(own_owner)]
 
 
 def sweep_leftovers(own_owner: str | None = None) -> list[Leftover]:
-    """End the groups of every leftover; return what was found. Blocking."""
-    leftovers = find_leftovers(own_owner)
-    groups = {item.pgid for item in leftovers}
-    pids = {item.pid for item in leftovers}
-    for pgid in groups:
-        _kill_group(pgid, signal.SIGTERM)
-    for pid in pids:
-        # A leftover that left its group (setsid) is signalled by pid as well.
-        _kill_pid(pid, signal.SIGTERM)
-    deadline = time.monotonic() + SWEEP_TERM_GRACE_SECONDS
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    """End every leftover with its tree; return what was found. Blocking."""
+    found = _leftovers(own_owner)
+    _end([proc for proc, _ in found], SWEEP_TERM_GRACE_SECONDS)
+    return [item for _, item in found]
+
+
+def end_adopted(own: set[int]) -> list[psutil.Process]:
+    """End the escapees the subreaper adopted (none where there is no subreaper). Blocking."""
+    reaper = backends().reaper
+    adopted = reaper.adopted(own)
+    if adopted:
+        _end(adopted, SWEEP_TERM_GRACE_SECONDS)
+    reaper.reap(own)
+    return adopted
+
+
+def _end(found: list[psutil.Process], grace: float) -> None:
+    if not found:
+        return
+    held = backends().trees.hold(found)
+    held.terminate()
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and held.alive():
         time.sleep(SWEEP_CHECK_INTERVAL_SECONDS)
-    for pgid in groups:
-        _kill_group(pgid, signal.SIGKILL)
-    for pid in pids:
-        _kill_pid(pid, signal.SIGKILL)
-    return leftovers
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _kill_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _kill_pid(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
+    held.kill()

@@ -18,7 +18,8 @@ from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from app.connect_dialog import ConnectDialog, for_service
-from core.cli.install import BACKUP_INFIX, Entries, client_config_path, snippet_entries
+from core.cli.install import BACKUP_INFIX, Entries, snippet_entries
+from core.cli.integrations import client_config_path
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clients" / "install"
 
@@ -241,7 +242,8 @@ def test_connect_client_opens_one_dialog_and_brings_it_forward_when_clicked_agai
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    actions = TrayActions(FakeService(28729), lambda: None, lambda: None)
+    link = type("Link", (), {"service": FakeService(28729)})()
+    actions = TrayActions(link, lambda: None, lambda: None)
 
     actions.connect_client()
     first = actions._connect_dialog

@@ -14,8 +14,8 @@ Environment switches (all optional):
 
 import asyncio
 import os
-import signal
 import sys
+import threading
 from pathlib import Path
 
 fail_while = os.environ.get("ECHO_FAIL_WHILE")
@@ -30,7 +30,7 @@ if state_file:
         if mode == "hang":
             print("echo: hanging before the handshake", file=sys.stderr, flush=True)
             # Hang until the stop contract ends us (stdin EOF is ignored here).
-            signal.pause()
+            threading.Event().wait()
         elif mode == "crash":
             print("echo: crashing at start", file=sys.stderr, flush=True)
             sys.exit(7)

@@ -13,7 +13,8 @@ large blocks are all the event loop's, on one arena); ``malloc_trim`` after
 each large answer only returns what was already freed by then, so resting
 RSS still rose by the last result's size until a later call.
 
-Linux with glibc only: musl, macOS and Windows allocators are left alone.
+Linux with glibc only: musl, macOS and Windows allocators are left alone
+(here, in core/platform/, with the other OS-specific calls).
 """
 
 import ctypes
@@ -27,20 +28,27 @@ MMAP_THRESHOLD_BYTES: Final = 1024 * 1024
 _M_MMAP_THRESHOLD: Final = -3
 
 
-def return_large_blocks() -> bool:
-    """Have glibc hand large blocks back when they are freed; False (and nothing done)
-    where the C library is not glibc."""
-    if sys.platform == "linux" and _is_glibc():
+if sys.platform == "linux":
+
+    def return_large_blocks() -> bool:
+        """Have glibc hand large blocks back when they are freed; False (and nothing done)
+        where the C library is not glibc."""
+        if not _is_glibc():
+            return False
         try:
             mallopt = ctypes.CDLL(None).mallopt
         except (OSError, AttributeError):
             return False
         return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    return False
 
+    def _is_glibc() -> bool:
+        try:
+            return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+        except (ValueError, OSError):
+            return False
 
-def _is_glibc() -> bool:
-    try:
-        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-    except (ValueError, OSError):
+else:
+
+    def return_large_blocks() -> bool:
+        """Nothing to do: only glibc raises its mmap threshold this way."""
         return False

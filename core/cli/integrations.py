@@ -1,0 +1,230 @@
+"""Every AI client mcp-tray connects to, in one registry.
+
+``client-config`` (its snippets and ``--install``), ``import``, the tray's
+"Connect a client…" dialog and the CLI's choices all read ``CLIENTS``, so
+adding a client is adding one ``Client`` here: its names, the shape of its
+entries, and where it keeps its MCP servers on Linux, macOS and Windows.
+
+Where each client keeps its servers, checked against each client's own
+documentation on 2026-11-30 (the OS is injected, so tests check all three):
+
+- Claude Desktop: ``claude_desktop_config.json`` under ``mcpServers``
+  (modelcontextprotocol.io/quickstart/user): macOS in ``~/Library/Application
+  Support/Claude``, Windows in ``%APPDATA%\\Claude``; read only at start
+  ("quit it completely"). There is no official Linux build; the community
+  ones use ``~/.config/Claude`` (aaddrick/claude-desktop-debian#400). It
+  launches stdio servers only.
+- Claude Code: the user scope (``claude mcp add --scope user``) is the
+  top-level ``mcpServers`` of ``~/.claude.json`` on every OS (Windows:
+  ``%USERPROFILE%\\.claude.json``); ``projects.<path>.mcpServers`` is the
+  per-project scope, left alone (code.claude.com/docs/en/mcp).
+- Cursor: the global ``~/.cursor/mcp.json`` on every OS, under ``mcpServers``
+  (cursor.com/docs/mcp); "save the file and restart Cursor".
+- VS Code: the user profile's ``mcp.json`` (since 1.102; before that a
+  ``mcp`` key of settings.json): ``~/.config/Code/User`` on Linux,
+  ``~/Library/Application Support/Code/User`` on macOS, ``%APPDATA%\\Code\\User``
+  on Windows; servers under top-level ``servers``, each with ``"type"``
+  ``stdio`` or ``http`` (code.visualstudio.com/docs/copilot/reference/mcp-configuration).
+- The MCP Inspector keeps no file: it gets a snippet to paste, and a URL it
+  does not rewrite (it appends ``/mcp`` to any URL not ending so).
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from core.base.errors import SnippetError
+from core.platform.osname import current_os
+
+#: Where a client's file is relative to: the home folder, the XDG config
+#: home (``$XDG_CONFIG_HOME`` if absolute, else ``~/.config``), macOS's
+#: ``~/Library/Application Support``, or Windows' roaming ``%APPDATA%``.
+Base = Literal["home", "xdg-config", "app-support", "appdata"]
+
+
+@dataclass(frozen=True)
+class Place:
+    base: Base
+    relative: str
+
+
+@dataclass(frozen=True)
+class Client:
+    """One AI client: what mcp-tray writes for it, and where."""
+
+    #: The name on the command line: ``client-config ID``.
+    id: str
+    #: The client's name as its users know it.
+    label: str
+    #: What the bridge registers as (``MCP_TRAY_CLIENT``).
+    registered_as: str
+    #: The top-level key of its servers.
+    key: str = "mcpServers"
+    #: The "type" of a (stdio, HTTP) entry, for clients that want one.
+    entry_types: tuple[str, str] | None = None
+    #: Whether it can reach a server by URL (else only the bridge will do).
+    http: bool = True
+    #: The gateway path of server ``{name}`` in its HTTP entries.
+    http_path: str = "/mcp/{name}"
+    #: Its config file on each OS (``sys.platform`` names); empty: it keeps none.
+    places: Mapping[str, Place] = field(default_factory=dict)
+    #: Which client to restart, and how: it sees new servers only then.
+    restart: str = ""
+    #: Whether ``mcp-tray import ID`` reads its servers.
+    importable: bool = False
+
+    @property
+    def installable(self) -> bool:
+        return bool(self.places)
+
+
+def _everywhere(base: Base, relative: str) -> dict[str, Place]:
+    return {system: Place(base, relative) for system in ("linux", "darwin", "win32")}
+
+
+CLIENTS: Final = {
+    client.id: client
+    for client in (
+        Client(
+            "claude",
+            "Claude Desktop",
+            "claude-desktop",
+            http=False,
+            places={
+                "linux": Place("xdg-config", "Claude/claude_desktop_config.json"),
+                "darwin": Place("app-support", "Claude/claude_desktop_config.json"),
+                "win32": Place("appdata", "Claude/claude_desktop_config.json"),
+            },
+            restart="restart Claude Desktop: quit it completely (from its tray icon too, not "
+            "only the window) and start it again; it reads this file only when it starts",
+            importable=True,
+        ),
+        Client(
+            "claude-code",
+            "Claude Code",
+            "claude-code",
+            entry_types=("stdio", "http"),
+            places=_everywhere("home", ".claude.json"),
+            restart="restart Claude Code: running `claude` sessions read ~/.claude.json only "
+            "when they start, so start a new one",
+        ),
+        Client(
+            "cursor",
+            "Cursor",
+            "cursor",
+            places=_everywhere("home", ".cursor/mcp.json"),
+            restart="restart Cursor so it loads the new servers",
+            importable=True,
+        ),
+        Client(
+            "vscode",
+            "VS Code",
+            "vscode",
+            key="servers",
+            entry_types=("stdio", "http"),
+            places={
+                "linux": Place("xdg-config", "Code/User/mcp.json"),
+                "darwin": Place("app-support", "Code/User/mcp.json"),
+                "win32": Place("appdata", "Code/User/mcp.json"),
+            },
+            restart="restart VS Code, or run 'Developer: Reload Window' in each of its windows",
+            importable=True,
+        ),
+        Client(
+            "inspector",
+            "MCP Inspector",
+            "mcp-inspector",
+            entry_types=("stdio", "streamable-http"),
+            http_path="/{name}/mcp",
+        ),
+    )
+}
+
+
+def snippet_targets() -> tuple[str, ...]:
+    """``client-config`` targets, in the order the help lists them."""
+    return tuple(CLIENTS)
+
+
+def installable_clients() -> tuple[str, ...]:
+    """The clients ``--install`` (and the dialog, in this order) can write to."""
+    return tuple(c.id for c in CLIENTS.values() if c.installable)
+
+
+def importable_clients() -> tuple[str, ...]:
+    """The clients ``import`` reads."""
+    return tuple(c.id for c in CLIENTS.values() if c.importable)
+
+
+def client(client_id: str) -> Client:
+    found = CLIENTS.get(client_id)
+    if found is None:
+        raise SnippetError(
+            f"no client named {client_id!r}: choose one of {', '.join(snippet_targets())}"
+        )
+    return found
+
+
+def installable(client_id: str) -> Client:
+    """``client_id``'s entry, refused when it keeps no file to install into."""
+    found = client(client_id)
+    if not found.installable:
+        raise SnippetError(
+            f"the {found.label} keeps no config file to install into: print the snippet "
+            f"with `mcp-tray client-config {found.id}` and fill its form from it"
+        )
+    return found
+
+
+def config_home(
+    home: Path | None = None,
+    xdg_config_home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """``$XDG_CONFIG_HOME`` (absolute only, as the XDG spec says), else ``home/.config``.
+
+    An injected ``home`` is a whole world of its own: the environment's
+    ``XDG_CONFIG_HOME`` is read only when neither argument is given, so a
+    test's tmp_path never leaks into the real config folder.
+    """
+    if xdg_config_home is not None:
+        return xdg_config_home
+    if home is not None:
+        return home / ".config"
+    value = (os.environ if environ is None else environ).get("XDG_CONFIG_HOME", "")
+    if value and Path(value).is_absolute():
+        return Path(value)
+    return Path.home() / ".config"
+
+
+def client_config_path(
+    client_id: str,
+    *,
+    home: Path | None = None,
+    xdg_config_home: Path | None = None,
+    system: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """Where ``client_id`` keeps its MCP servers on ``system`` (this OS by default).
+
+    ``home`` (and ``xdg_config_home``) place it under a folder of the
+    caller's (tests give tmp_path); as with ``config_home``, an injected
+    ``home`` ignores the environment, ``%APPDATA%`` included.
+    """
+    spec = installable(client_id)
+    system = system or current_os()
+    place = spec.places.get(system) or spec.places["linux"]
+    root = home if home is not None else Path.home()
+    env = os.environ if environ is None else environ
+    if place.base == "xdg-config":
+        base = config_home(home, xdg_config_home, environ)
+    elif place.base == "app-support":
+        base = root / "Library" / "Application Support"
+    elif place.base == "appdata":
+        appdata = env.get("APPDATA", "") if home is None else ""
+        base = Path(appdata) if appdata else root / "AppData" / "Roaming"
+    else:
+        base = root
+    return base.joinpath(*place.relative.split("/"))

@@ -1,0 +1,117 @@
+"""The one registry of AI clients: each client's file on Linux, macOS and Windows.
+
+Strategy: the OS is injected (``system=``), so the paths of all three are
+checked here on Linux, under a tmp_path home (and a fake ``%APPDATA%``); a
+client added to the registry for the test is then offered, without another
+line of code, by ``client-config``'s snippets, its ``--install`` plan and the
+command line's choices.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from core.base.errors import SnippetError
+from core.cli.clients import client_snippet
+from core.cli.install import plan_install, snippet_entries
+from core.cli.integrations import (
+    CLIENTS,
+    Client,
+    Place,
+    client_config_path,
+    importable_clients,
+    installable_clients,
+    snippet_targets,
+)
+from core.cli.main import _parser
+
+HOME = Path("/home/ada")
+
+WHERE = {
+    "linux": {
+        "claude": HOME / ".config/Claude/claude_desktop_config.json",
+        "claude-code": HOME / ".claude.json",
+        "cursor": HOME / ".cursor/mcp.json",
+        "vscode": HOME / ".config/Code/User/mcp.json",
+    },
+    "darwin": {
+        "claude": HOME / "Library/Application Support/Claude/claude_desktop_config.json",
+        "claude-code": HOME / ".claude.json",
+        "cursor": HOME / ".cursor/mcp.json",
+        "vscode": HOME / "Library/Application Support/Code/User/mcp.json",
+    },
+    "win32": {
+        "claude": HOME / "AppData/Roaming/Claude/claude_desktop_config.json",
+        "claude-code": HOME / ".claude.json",
+        "cursor": HOME / ".cursor/mcp.json",
+        "vscode": HOME / "AppData/Roaming/Code/User/mcp.json",
+    },
+}
+
+
+@pytest.mark.parametrize("system", sorted(WHERE))
+def test_each_clients_file_is_where_that_client_reads_it_on_each_os(system: str) -> None:
+    found = {c: client_config_path(c, home=HOME, system=system) for c in installable_clients()}
+    assert found == WHERE[system]
+
+
+def test_on_windows_the_roaming_appdata_folder_is_the_environments_own() -> None:
+    appdata = Path("/mnt/c/Users/ada/AppData/Roaming")
+    environ = {"APPDATA": str(appdata)}
+    assert client_config_path("vscode", system="win32", environ=environ) == (
+        appdata / "Code/User/mcp.json"
+    )
+    assert client_config_path("claude", system="win32", environ=environ) == (
+        appdata / "Claude/claude_desktop_config.json"
+    )
+
+
+def test_only_the_xdg_clients_move_with_xdg_config_home_and_only_on_linux(tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"
+    assert client_config_path("vscode", home=HOME, xdg_config_home=xdg) == (
+        xdg / "Code/User/mcp.json"
+    )
+    assert client_config_path("cursor", home=HOME, xdg_config_home=xdg) == (
+        HOME / ".cursor/mcp.json"
+    )
+    assert (
+        client_config_path("vscode", home=HOME, xdg_config_home=xdg, system="darwin")
+        == (WHERE["darwin"]["vscode"])
+    )
+
+
+def test_the_registry_decides_what_each_command_offers() -> None:
+    assert snippet_targets() == ("claude", "claude-code", "cursor", "vscode", "inspector")
+    assert installable_clients() == ("claude", "claude-code", "cursor", "vscode")
+    assert importable_clients() == ("claude", "cursor", "vscode")
+    with pytest.raises(SnippetError, match="keeps no config file"):
+        client_config_path("inspector")
+
+
+def test_a_client_added_to_the_registry_is_offered_everywhere_without_more_code(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    newcomer = Client(
+        "newcomer",
+        "New Client",
+        "new-client",
+        key="mcp",
+        entry_types=("local", "remote"),
+        places={"linux": Place("home", ".newcomer/mcp.json")},
+        restart="restart New Client",
+    )
+    monkeypatch.setitem(CLIENTS, "newcomer", newcomer)
+
+    bridge = client_snippet("newcomer", ["echo"])["mcp"]["echo"]
+    assert bridge["type"] == "local"
+    assert bridge["env"] == {"MCP_TRAY_CLIENT": "new-client"}
+    http = client_snippet("newcomer", ["echo"], http_url="http://127.0.0.1:1", token="t")
+    assert http["mcp"]["echo"]["url"] == "http://127.0.0.1:1/mcp/echo"
+
+    plan = plan_install("newcomer", snippet_entries("newcomer", ["echo"]), home=tmp_path)
+    assert plan.path == tmp_path / ".newcomer/mcp.json"
+    assert plan.added == ("echo",)
+    assert plan.restart == "restart New Client"
+
+    args = _parser().parse_args(["client-config", "newcomer", "--install", "--dry-run"])
+    assert args.client == "newcomer"
