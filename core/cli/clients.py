@@ -23,6 +23,7 @@ from core.base.errors import ConfigError, SnippetError
 from core.cli import integrations
 from core.cli.desktop_entry import launcher_argv
 from core.platform.files import private_dirs
+from core.protocol.headers import IDENTITY_HEADER
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
 
@@ -66,7 +67,9 @@ def client_snippet(
                     f"{spec.label}'s config launches stdio servers only: use --bridge (the default)"
                 )
             path = spec.http_path.format(name=name)
-            entry = {"url": http_url + path, "headers": {"Authorization": f"Bearer {token}"}}
+            # The identity header names the client in the tray's Sessions (core.serving.identity).
+            headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: spec.registered_as}
+            entry = {"url": http_url + path, "headers": headers}
             if spec.entry_types is not None:
                 entry = {"type": spec.entry_types[1], **entry}
         entries[name] = entry

@@ -37,10 +37,10 @@ from core.platform.files import NO_WAIT_FLAGS
 from core.settings.paths import default_paths
 
 RetryPolicy = Literal["safe", "always", "never"]
-Sharing = Literal["shared", "per-session"]
+Sharing = Literal["shared", "per-session", "per-workspace"]
 
 RETRY_POLICIES: Final = ("safe", "always", "never")
-SHARING_MODES: Final = ("shared", "per-session")
+SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
 #: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
 PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 
@@ -657,7 +657,10 @@ class _Checker:
             raise self.error(
                 [*keys, "sharing"],
                 f"must be one of {', '.join(SHARING_MODES)}, got {_describe(sharing)}",
-                fix='"shared" runs one child for all clients; "per-session" one per client session',
+                fix=(
+                    '"shared" runs one child for all clients; "per-session" one per client '
+                    'session; "per-workspace" one per project (the folders a client works in)'
+                ),
             )
         protocol = entry.get("protocol", "auto")
         if protocol not in PROTOCOL_MODES:

@@ -213,7 +213,7 @@ def test_the_tray_dialog_offers_the_enabled_servers_and_the_lasting_gateway_url(
     assert shown.checked_servers() == ["echo"]
     entries = shown._make_entries("cursor", ["echo"], True)
     assert entries["echo"]["url"] == f"{url}/mcp/echo"
-    assert entries["echo"]["headers"] == {"Authorization": "Bearer t0k"}
+    assert entries["echo"]["headers"]["Authorization"] == "Bearer t0k"
 
 
 # ------------------------------------------ the tray menu's entry (app/tray.py)
