@@ -18,6 +18,7 @@ from mcp_types import TextContent
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
+from core.settings.profiles import endpoint_path
 from tests.conftest import FAST_TIMING
 from tests.fake_keyring import PATH_ENV, FileKeyring
 
@@ -84,7 +85,7 @@ async def http_client(
 ) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token or service.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with streamable_http_client(f"{service.url}/mcp/{server}", http_client=http) as (
+        async with streamable_http_client(service.url + endpoint_path(server), http_client=http) as (
             read,
             write,
         ):
@@ -128,7 +129,7 @@ async def sdk_client(
     """The SDK's high-level ``Client`` over HTTP (``mode="auto"`` speaks 2026-07-28 to the gateway)."""
     headers = {"Authorization": f"Bearer {service.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=http)
+        transport = streamable_http_client(service.url + endpoint_path(server), http_client=http)
         async with Client(transport, mode=mode, cache=None, **callbacks) as client:
             yield client
 
@@ -190,6 +191,6 @@ async def modern_post(
     body, headers = modern_request(method, params, **envelope)
     headers["authorization"] = f"Bearer {service.token}"
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-        reply = await http.post(f"{service.url}/mcp/{server}", json=body, headers=headers)
+        reply = await http.post(service.url + endpoint_path(server), json=body, headers=headers)
     answer: dict[str, Any] = reply.json()
     return answer

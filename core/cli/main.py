@@ -175,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     connect = commands.add_parser(
         "connect", help="stdio MCP server for a client: relays to the running tray"
     )
-    connect.add_argument("name", help="server name")
+    connect.add_argument("name", help="a server name, @all (every server) or @PROFILE")
 
     commands.add_parser("token", help="print the local API bearer token")
 

@@ -240,6 +240,8 @@ class TrayService:
     async def _serve(self, sock: socket.socket) -> None:
         routes = [
             *control_routes(self),
+            # Every enabled server at once (core.serving.aggregate).
+            Route("/mcp", self.gateway),
             Route("/mcp/{server}", self.gateway),
             # The MCP Inspector rewrites any URL that does not end in /mcp.
             Route("/{server}/mcp", self.gateway),

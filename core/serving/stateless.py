@@ -104,12 +104,7 @@ class StatelessEndpoint:
         return await self.pipeline.handle(request, seated)
 
     async def _listen(self, request: Request, ctx: StatelessContext, seated: Any) -> dict[str, Any]:
-        params = request.params
-        wanted = params.get("notifications")
-        filters = wanted if isinstance(wanted, dict) else {}
-        honoured: dict[str, Any] = {k: True for k in LISTEN_FILTERS if filters.get(k) is True}
-        uris = filters.get(RESOURCE_SUBSCRIPTIONS)
-        subscribed = [u for u in uris if isinstance(u, str)] if isinstance(uris, list) else []
+        honoured, subscribed = listen_filters(request.params)
         if subscribed:
             honoured[RESOURCE_SUBSCRIPTIONS] = subscribed
         pipeline = self.pipeline
@@ -121,17 +116,31 @@ class StatelessEndpoint:
         try:
             for uri in subscribed:
                 await share.subscribe(listener.key, uri, Caller(session=session))
-            ctx.related(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/subscriptions/acknowledged",
-                    "params": {
-                        "notifications": honoured,
-                        "_meta": {SUBSCRIPTION_ID_META_KEY: ctx.request_id},
-                    },
-                }
-            )
+            acknowledge(ctx, honoured)
             await asyncio.Event().wait()  # until the client hangs up (it cancels us)
         finally:
             share.leave(listener, pipeline.spawn)
         return {}  # pragma: no cover - only a hang-up ends a listen stream
+
+
+def listen_filters(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What a ``subscriptions/listen`` asks for: the list changes honoured, the URIs."""
+    wanted = params.get("notifications")
+    filters = wanted if isinstance(wanted, dict) else {}
+    honoured: dict[str, Any] = {k: True for k in LISTEN_FILTERS if filters.get(k) is True}
+    uris = filters.get(RESOURCE_SUBSCRIPTIONS)
+    return honoured, [u for u in uris if isinstance(u, str)] if isinstance(uris, list) else []
+
+
+def acknowledge(ctx: StatelessContext, honoured: Mapping[str, Any]) -> None:
+    """The first message of a listen stream: what it will hear."""
+    ctx.related(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {
+                "notifications": dict(honoured),
+                "_meta": {SUBSCRIPTION_ID_META_KEY: ctx.request_id},
+            },
+        }
+    )

@@ -35,6 +35,7 @@ from typing import Any, Final, Literal
 from core.base.errors import ConfigError
 from core.platform.files import NO_WAIT_FLAGS
 from core.settings.paths import default_paths
+from core.settings.profiles import ProfileConfig
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session", "per-workspace"]
@@ -138,6 +139,8 @@ class TrayConfig:
     path: Path
     servers: Mapping[str, ServerConfig]
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    #: By name; ``all`` is implied (core.settings.profiles).
+    profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
 
     @property
     def enabled(self) -> list[ServerConfig]:
