@@ -63,8 +63,13 @@ class Services:
         self.paths = paths
         self.started: list[TrayService] = []
 
-    async def start(self, servers: dict[str, dict[str, Any]]) -> TrayService:
-        self.paths.config_file.write_text(json.dumps({"mcpServers": servers}))
+    async def start(
+        self, servers: dict[str, dict[str, Any]], profiles: dict[str, Any] | None = None
+    ) -> TrayService:
+        document: dict[str, Any] = {"mcpServers": servers}
+        if profiles is not None:
+            document["profiles"] = profiles
+        self.paths.config_file.write_text(json.dumps(document))
         service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
         self.started.append(service)
         await service.start()
@@ -85,7 +90,9 @@ async def http_client(
 ) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token or service.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with streamable_http_client(service.url + endpoint_path(server), http_client=http) as (
+        async with streamable_http_client(
+            service.url + endpoint_path(server), http_client=http
+        ) as (
             read,
             write,
         ):

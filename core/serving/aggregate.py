@@ -342,7 +342,9 @@ class Aggregate:
             kind = "tool" if method == "tools/call" else "prompt"
             name = params.get("name")
             routes = view.tool_routes if kind == "tool" else view.prompt_routes
-            route = routes.get(name) if isinstance(name, str) else None
+            route = None
+            if isinstance(name, str):
+                route = routes.get(name) or view.pending_route(name)
             if route is None:
                 raise RpcError(INVALID_PARAMS, self._refusal(view, kind, name))
             return route.server, {**params, "name": route.name}

@@ -186,6 +186,22 @@ class ProfileView:
         ]
         return found
 
+    def includes(self, full: str) -> bool:
+        """Whether the profile's globs let a tool named ``full`` (``SERVER__NAME``) in."""
+        profile = self.profile
+        return any(fnmatch.fnmatchcase(full, glob) for glob in profile.tools) and not any(
+            fnmatch.fnmatchcase(full, glob) for glob in profile.exclude
+        )
+
+    def pending_route(self, name: str) -> Route | None:
+        """A name of a member that has not listed yet (still starting, or parked before it
+        ever listed): it goes to that member, which answers with its own state and reason."""
+        for member in sorted(self.waiting, key=len, reverse=True):
+            prefix = member + NAME_SEPARATOR
+            if name.startswith(prefix) and len(name) > len(prefix) and self.includes(name):
+                return Route(member, name[len(prefix) :])
+        return None
+
     def resource_owner(self, uri: str) -> str | None:
         """The member a resource URI goes to: the one that lists it, else the first
         whose template matches it."""

@@ -23,7 +23,7 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
-from core.base.snapshot import WarningSnapshot, WorkerSnapshot
+from core.base.snapshot import ProfileSnapshot, WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
 from core.platform.memory import return_large_blocks
@@ -115,6 +115,7 @@ class TrayService:
                 WarningSnapshot(**{k: str(v) for k, v in row.items()})
                 for row in self.warnings_json()
             ),
+            profiles=self.profiles,
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -201,6 +202,10 @@ class TrayService:
     def warnings_json(self) -> list[dict[str, Any]]:
         found = self.workers.warnings_json() if self.workers else []
         return found + [dataclasses.asdict(notice) for notice in self.supervisor.notices()]
+
+    def profiles(self) -> tuple[ProfileSnapshot, ...]:
+        """Each profile (and ``all``): its servers, tools, what it costs, who is connected."""
+        return self.gateway.aggregate.snapshots()
 
     def metrics(self) -> bytes:
         return self._metrics.render()

@@ -35,7 +35,7 @@ from typing import Any, Final, Literal
 from core.base.errors import ConfigError
 from core.platform.files import NO_WAIT_FLAGS
 from core.settings.paths import default_paths
-from core.settings.profiles import ProfileConfig
+from core.settings.profiles import ProfileConfig, check_profiles
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session", "per-workspace"]
@@ -72,7 +72,7 @@ SERVER_KEYS: Final = (
     "sharing",
     "protocol",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "$schema")
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
 #: Largest request body the gateway accepts unless the config says otherwise.
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -424,6 +424,9 @@ class _Checker:
             self.path, problem, fix=fix, key=key_path(keys), line=_locate(self.text, keys)
         )
 
+    hint = staticmethod(did_you_mean)
+    describe = staticmethod(_describe)
+
     def values(self, data: object) -> None:
         """Refuse, anywhere in the document, what no setting can use: nesting
         past ``MAX_NESTING``, NaN and infinities (Python's json accepts them;
@@ -504,7 +507,8 @@ class _Checker:
                 fix='write "mcpServers": {"name": {"command": "...", "args": []}}',
             )
         servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
-        return TrayConfig(path=self.path, servers=servers, gateway=self.gateway(data))
+        profiles = check_profiles(data.get("profiles", {}), servers, self)
+        return TrayConfig(self.path, servers, self.gateway(data), profiles)
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})

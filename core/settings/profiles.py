@@ -10,9 +10,12 @@ names; core.serving.profile_view builds what a profile offers, and
 core.serving.aggregate serves it.
 """
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Protocol
+
+from core.base.errors import ConfigError
 
 #: The profile every config has: every enabled server, every tool.
 ALL_PROFILE: Final = "all"
@@ -22,6 +25,8 @@ PROFILE_MARK: Final = "@"
 NAME_SEPARATOR: Final = "__"
 #: A profile's keys.
 PROFILE_KEYS: Final = ("servers", "tools", "exclude")
+#: Profile names become URL paths (``/mcp/@NAME``), like server names.
+_PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -68,3 +73,88 @@ def find_profile(profiles: Mapping[str, ProfileConfig], name: str) -> ProfileCon
     if name == ALL_PROFILE:
         return EVERYTHING
     return profiles.get(name)
+
+
+class Problems(Protocol):
+    """How the config's checker (core.settings.config) reports a problem."""
+
+    def error(self, keys: list[str | int], problem: str, fix: str) -> ConfigError: ...
+
+    def hint(self, word: str, choices: list[str] | tuple[str, ...]) -> str: ...
+
+    def describe(self, value: object) -> str: ...
+
+
+def check_profiles(
+    raw: object, servers: Collection[str], problems: Problems
+) -> dict[str, ProfileConfig]:
+    """The config's ``profiles``, checked: each names known servers and lists globs."""
+    if not isinstance(raw, dict):
+        raise problems.error(
+            ["profiles"],
+            f"must be an object of profiles, got {problems.describe(raw)}",
+            fix='write "profiles": {"coding": {"servers": ["github", "fs"]}}',
+        )
+    return {name: _check_profile(name, entry, servers, problems) for name, entry in raw.items()}
+
+
+def _check_profile(
+    name: str, entry: object, servers: Collection[str], problems: Problems
+) -> ProfileConfig:
+    keys: list[str | int] = ["profiles", name]
+    if name == ALL_PROFILE:
+        raise problems.error(
+            keys,
+            f"{ALL_PROFILE!r} is every enabled server with every tool, and needs no entry",
+            fix="give this profile another name",
+        )
+    if _PROFILE_NAME_RE.fullmatch(name) is None:
+        raise problems.error(
+            keys,
+            "a profile name becomes a URL path (/mcp/@NAME): letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit, at most 64 characters",
+            fix="rename the profile",
+        )
+    if not isinstance(entry, dict):
+        raise problems.error(
+            keys,
+            f"must be an object, got {problems.describe(entry)}",
+            fix='write {"servers": ["SERVER", ...], "tools": ["SERVER__*"]}',
+        )
+    for key in entry:
+        if key not in PROFILE_KEYS:
+            raise problems.error(
+                [*keys, key],
+                f"unknown key{problems.hint(key, PROFILE_KEYS)}",
+                fix=f"a profile takes {', '.join(map(repr, PROFILE_KEYS))}",
+            )
+    members = None
+    if "servers" in entry:
+        members = _strings(entry["servers"], [*keys, "servers"], problems)
+        for index, server in enumerate(members):
+            if server not in servers:
+                raise problems.error(
+                    [*keys, "servers", index],
+                    f"there is no server {server!r} in mcpServers"
+                    f"{problems.hint(server, tuple(servers))}",
+                    fix="name a server of mcpServers, or remove this one",
+                )
+        if len(set(members)) != len(members):
+            raise problems.error(
+                [*keys, "servers"], "names a server twice", fix="name each server once"
+            )
+    tools = _strings(entry.get("tools", ["*"]), [*keys, "tools"], problems)
+    exclude = _strings(entry.get("exclude", []), [*keys, "exclude"], problems)
+    return ProfileConfig(name, members, tools, exclude)
+
+
+def _strings(value: Any, keys: list[str | int], problems: Problems) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise problems.error(
+            keys,
+            f"must be a list of non-empty strings, got {problems.describe(value)}",
+            fix=f'write "{keys[-1]}": ["github__*", "fs__read_*"] (globs over SERVER__NAME)'
+            if keys[-1] != "servers"
+            else 'write "servers": ["github", "fs"]',
+        )
+    return tuple(value)
