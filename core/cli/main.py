@@ -35,6 +35,7 @@ from core.cli.integrations import importable_clients, snippet_targets
 from core.platform.files import private_dirs
 from core.settings.config import TrayConfig, valid_server_name
 from core.settings.paths import Paths, default_paths
+from core.settings.profiles import is_target, profile_name
 
 if TYPE_CHECKING:  # the CLI imports the registry only for the commands that use it
     from core.registry.envdiag import Diagnostic
@@ -883,8 +884,8 @@ def _tray_report(paths: Paths) -> list[dict[str, Any]]:
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     from core.bridge.main import run
 
-    # Before a worker row is registered under a name no server can have.
-    _check_server_name(args.name)
+    # Before a worker row is registered under a name no server (or profile, @NAME) can have.
+    _check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
 
     return run(args.name, paths)
 

@@ -123,13 +123,13 @@ class Aggregate:
     async def serve(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
         """One HTTP request to ``/mcp`` or ``/mcp/@NAME``."""
         profile = profile_name(name)
-        if find_profile(self.supervisor.config.profiles, profile) is None:
+        endpoint = self._endpoints.get(profile)
+        if endpoint is None and find_profile(self.supervisor.config.profiles, profile) is None:
             known = ", ".join([ALL_PROFILE, *sorted(self.supervisor.config.profiles)])
             message = f"no profile named {profile!r} (configured: {known})"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
-        endpoint = self._endpoints.get(profile)
         if endpoint is None:
             where = target(profile)
             endpoint = StreamableHttp(
