@@ -26,6 +26,7 @@ from core.platform.files import private_dirs
 from core.protocol.headers import IDENTITY_HEADER
 from core.settings.config import KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.paths import Paths
+from core.settings.profiles import client_entry_name
 
 SECRET_KEY_RE: Final = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
@@ -40,6 +41,9 @@ def client_snippet(
     home: str | None = None,
 ) -> dict[str, Any]:
     """``client``'s config for ``names``: bridge entries, or HTTP ones at ``http_url``.
+
+    A name is a server's, or a profile's (``@coding``, ``@all``): one entry
+    then serves all of its servers (core.settings.profiles names it).
 
     ``home`` (an absolute ``MCP_TRAY_HOME``) goes into each bridge entry's
     env: the client launches the bridge without the environment this command
@@ -72,7 +76,7 @@ def client_snippet(
             entry = {"url": http_url + path, "headers": headers}
             if spec.entry_types is not None:
                 entry = {"type": spec.entry_types[1], **entry}
-        entries[name] = entry
+        entries[client_entry_name(name)] = entry
     return {spec.key: entries}
 
 

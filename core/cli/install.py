@@ -59,6 +59,7 @@ from core.cli.integrations import (
     installable_clients,
 )
 from core.platform.files import private_dirs, set_mode
+from core.settings.profiles import is_aggregate_path
 
 #: A new client file gets this mode: an HTTP entry carries the API token,
 #: and the client reads the file as this same user.
@@ -136,7 +137,8 @@ def is_mcp_tray_entry(name: str, entry: object) -> bool:
     url = entry.get("url")
     if isinstance(url, str):
         parts = urlsplit(url)
-        return parts.hostname in _LOOPBACK and parts.path in (f"/mcp/{name}", f"/{name}/mcp")
+        ours = parts.path in (f"/mcp/{name}", f"/{name}/mcp") or is_aggregate_path(parts.path)
+        return parts.hostname in _LOOPBACK and ours
     return False
 
 

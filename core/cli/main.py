@@ -178,6 +178,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     connect.add_argument("name", help="a server name, @all (every server) or @PROFILE")
 
+    profiles = commands.add_parser(
+        "profiles",
+        help="each profile (and all): servers, tools, estimated tokens, limits passed",
+    )
+    profiles.add_argument("--json", action="store_true", help="as JSON")
+
     commands.add_parser("token", help="print the local API bearer token")
 
     sessions = commands.add_parser("sessions", help="client sessions and their breakers")
@@ -890,6 +896,12 @@ def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     return run(args.name, paths)
 
 
+def cmd_profiles(args: argparse.Namespace, paths: Paths) -> int:
+    from core.cli.profiles import cmd_profiles as run
+
+    return run(args, paths)
+
+
 def cmd_token(args: argparse.Namespace, paths: Paths) -> int:
     from core.settings.secrets import read_token
 
@@ -1208,6 +1220,7 @@ _HANDLERS: dict[str, "Callable[[argparse.Namespace, Paths], int]"] = {
     "start": _action("start"),
     "logs": cmd_logs,
     "tools": cmd_tools,
+    "profiles": cmd_profiles,
     "workers": cmd_workers,
     "doctor": cmd_doctor,
     "install-desktop": cmd_install_desktop,

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
 from core.protocol.headers import decode_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
+from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
@@ -169,6 +170,8 @@ class ControlTarget(Protocol):
 
     def warnings_json(self) -> list[dict[str, Any]]: ...
 
+    def profiles_json(self) -> list[dict[str, Any]]: ...
+
     def metrics(self) -> bytes: ...
 
     def raise_window(self) -> bool: ...
@@ -274,6 +277,11 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
     async def warnings(request: Request) -> Response:
         return JSONResponse({"warnings": target.warnings_json()})
 
+    async def profiles(request: Request) -> Response:
+        limits = [limit._asdict() for limit in CLIENT_TOOL_LIMITS]
+        body = {"profiles": target.profiles_json(), "estimate": ESTIMATE, "client_limits": limits}
+        return JSONResponse(body)
+
     async def raise_window(request: Request) -> Response:
         if target.raise_window():
             return JSONResponse({"ok": True})
@@ -295,6 +303,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),
         Route("/api/v1/workers", workers, methods=["GET"]),
         Route("/api/v1/warnings", warnings, methods=["GET"]),
+        Route("/api/v1/profiles", profiles, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]

@@ -49,6 +49,11 @@ MAX_NAME_CHARS: Final = 64
 HASH_CHARS: Final = 8
 #: The token estimate: bytes of the tools/list JSON per token.
 BYTES_PER_TOKEN: Final = 4
+#: How the token figure is made, for whoever reads it.
+ESTIMATE: Final = (
+    f"bytes of the profile's tools/list JSON (compact, UTF-8) / {BYTES_PER_TOKEN}: a rule of "
+    "thumb for JSON with current tokenizers, good to compare profiles, not to bill"
+)
 #: The lists a view offers; each changes (list_changed) on its own.
 KINDS: Final = ("tools", "prompts", "resources")
 

@@ -207,6 +207,9 @@ class TrayService:
         """Each profile (and ``all``): its servers, tools, what it costs, who is connected."""
         return self.gateway.aggregate.snapshots()
 
+    def profiles_json(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(profile) for profile in self.profiles()]
+
     def metrics(self) -> bytes:
         return self._metrics.render()
 

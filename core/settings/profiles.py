@@ -68,6 +68,24 @@ def endpoint_path(name: str) -> str:
     return f"/mcp/{name}"
 
 
+def client_entry_name(name: str) -> str:
+    """The key of a client's config entry: a server's name, or for a profile
+    ``mcp-tray`` (``@all``) and ``mcp-tray-coding`` (``@coding``)."""
+    if not is_target(name):
+        return name
+    profile = profile_name(name)
+    return "mcp-tray" if profile == ALL_PROFILE else f"mcp-tray-{profile}"
+
+
+def is_aggregate_path(path: str) -> bool:
+    """``/mcp``, ``/mcp/@NAME`` or ``/@NAME/mcp``: a gateway path that serves a profile."""
+    return (
+        path == "/mcp"
+        or path.startswith(f"/mcp/{PROFILE_MARK}")
+        or (path.startswith(f"/{PROFILE_MARK}") and path.endswith("/mcp"))
+    )
+
+
 def find_profile(profiles: Mapping[str, ProfileConfig], name: str) -> ProfileConfig | None:
     """A configured profile, or ``all``; None when there is no such profile."""
     if name == ALL_PROFILE:
