@@ -215,10 +215,16 @@ def _parser() -> argparse.ArgumentParser:
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
     )
     mode.add_argument("--http", action="store_true", help="connect to the local gateway over HTTP")
-    client_config.add_argument(
+    chosen = client_config.add_mutually_exclusive_group()
+    chosen.add_argument(
         "--server",
         action="append",
         help="only this server (repeatable); without a config, the servers to list",
+    )
+    chosen.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="one entry for this profile (all: every server) instead of one per server",
     )
     client_config.add_argument(
         "--config",
@@ -1064,7 +1070,11 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
     # An explicit --config must exist (load_config says how to fix it);
     # a missing default one just means nothing is configured yet.
     config = load_config(config_path) if explicit or config_path.exists() else None
-    if config is not None:
+    if args.profile is not None:
+        from core.cli.profiles import profile_target
+
+        names = [profile_target(args.profile, config)]
+    elif config is not None:
         names = args.server or [s.name for s in config.enabled]
         unknown = [n for n in names if n not in config.servers]
         if unknown:

@@ -12,9 +12,11 @@ import argparse
 import json
 from typing import Any
 
-from core.base.errors import EXIT_FAILED, CommandError
+from core.base.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from core.cli.control_client import ControlClient
+from core.settings.config import TrayConfig
 from core.settings.paths import Paths
+from core.settings.profiles import ALL_PROFILE, find_profile, target, valid_profile_name
 
 #: The table's columns: (header, what each row shows).
 COLUMNS = ("PROFILE", "ENDPOINT", "TOOLS", "≈TOKENS", "CONNECTED", "SERVERS")
@@ -57,3 +59,18 @@ def render(body: dict[str, Any]) -> str:
         lines += [f"  ! {warning}" for warning in profile["warnings"]]
     lines.append(f"≈TOKENS: {body.get('estimate', '')}.")
     return "\n".join(lines) + "\n"
+
+
+def profile_target(name: str, config: TrayConfig | None) -> str:
+    """``@NAME`` for ``client-config --profile NAME``: a profile of ``config`` (or ``all``);
+    without a config, any name a profile could have (the tray checks it when connected)."""
+    if not valid_profile_name(name):
+        raise CommandError(f"{name!r} is not a profile name", EXIT_USAGE)
+    if config is not None and find_profile(config.profiles, name) is None:
+        known = ", ".join([ALL_PROFILE, *config.profiles])
+        raise CommandError(
+            f"there is no profile {name!r} in {config.path} (profiles: {known}); add it under "
+            '"profiles", or pass --config with the file that has it',
+            EXIT_USAGE,
+        )
+    return target(name)

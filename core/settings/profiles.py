@@ -45,6 +45,11 @@ class ProfileConfig:
 EVERYTHING: Final = ProfileConfig(ALL_PROFILE)
 
 
+def valid_profile_name(name: str) -> bool:
+    """Whether ``name`` can be a profile's (it becomes a URL path, ``/mcp/@NAME``)."""
+    return _PROFILE_NAME_RE.fullmatch(name) is not None
+
+
 def is_target(name: str) -> bool:
     """``@NAME``: a profile where a server name would stand."""
     return name.startswith(PROFILE_MARK)
@@ -126,7 +131,7 @@ def _check_profile(
             f"{ALL_PROFILE!r} is every enabled server with every tool, and needs no entry",
             fix="give this profile another name",
         )
-    if _PROFILE_NAME_RE.fullmatch(name) is None:
+    if not valid_profile_name(name):
         raise problems.error(
             keys,
             "a profile name becomes a URL path (/mcp/@NAME): letters, digits, '.', '_' and '-', "
