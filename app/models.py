@@ -409,6 +409,8 @@ class SessionsModel(RowModel):
     def text(self, row: SessionSnapshot, column: str) -> str:
         if column == "breaker":
             return "tripped" if row.tripped else "closed"
+        if column == "kind" and row.via:
+            return f"{row.kind} {row.via}"  # its session with one server of /mcp or a profile
         return super().text(row, column)
 
     def tooltip(self, row: SessionSnapshot, column: str) -> str | None:

@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from core.serving.service import TrayService
 from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client, sdk_bridge, sdk_client, text
+from tests.isolation_support import Seen, start_chatty
 
 BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 
@@ -29,6 +30,26 @@ def rewrite_profiles(service: TrayService, profiles: dict[str, Any]) -> None:
     path = service.paths.config_file
     document = json.loads(path.read_text())
     path.write_text(json.dumps({**document, "profiles": profiles}))
+
+
+def collector(seen: list[str]) -> Any:
+    """A message handler that records the method of each notification the client gets."""
+
+    async def handler(message: IncomingMessage) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if isinstance(method, str):
+            seen.append(method)
+
+    return handler
+
+
+async def streams_open(service: TrayService) -> None:
+    """Until every handshake-era session of the aggregate holds its GET stream open."""
+    parents = service.gateway.aggregate.parents
+    await wait_until(
+        lambda: all(p.http and p.http.streaming for p in parents.values()),
+        what="the GET stream open",
+    )
 
 
 @BOTH_ERAS
@@ -78,19 +99,11 @@ async def test_a_profile_edit_tells_a_handshake_era_client_its_tools_changed(
     await wait_ready(service.supervisor.server("a"))
     await wait_ready(service.supervisor.server("b"))
     seen: list[str] = []
-
-    async def handler(message: IncomingMessage) -> None:
-        method = getattr(getattr(message, "root", message), "method", None)
-        if isinstance(method, str):
-            seen.append(method)
+    handler = collector(seen)
 
     async with http_client(service, "@coding", message_handler=handler) as client:
         before = [tool.name for tool in (await client.list_tools()).tools]
-        aggregate = service.gateway.aggregate
-        await wait_until(
-            lambda: all(p.http and p.http.streaming for p in aggregate.parents.values()),
-            what="the GET stream open",
-        )
+        await streams_open(service)
         rewrite_profiles(service, {"coding": {"servers": ["a", "b"], "tools": ["*__echo"]}})
         await wait_until(
             lambda: "notifications/tools/list_changed" in seen, what=f"list_changed (seen {seen})"
@@ -150,19 +163,11 @@ async def test_a_member_restart_that_changes_its_tools_tells_aggregate_clients_o
     await wait_ready(a)
     await wait_ready(service.supervisor.server("b"))
     seen: list[str] = []
-
-    async def handler(message: IncomingMessage) -> None:
-        method = getattr(getattr(message, "root", message), "method", None)
-        if isinstance(method, str):
-            seen.append(method)
+    handler = collector(seen)
 
     async with http_client(service, "@all", message_handler=handler) as client:
         await client.call_tool("a__echo", {"text": "x"})  # a link to a, seated in its share
-        aggregate = service.gateway.aggregate
-        await wait_until(
-            lambda: all(p.http and p.http.streaming for p in aggregate.parents.values()),
-            what="the GET stream open",
-        )
+        await streams_open(service)
         marker.write_text("1")
         await service.supervisor.respawn("a")
         await wait_ready(a, generation=2)
@@ -174,3 +179,29 @@ async def test_a_member_restart_that_changes_its_tools_tells_aggregate_clients_o
 
     assert "a__extra_tool" in names
     assert seen.count("notifications/tools/list_changed") == 1
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_per_workspace_members_give_each_project_its_own_child_through_the_aggregate(
+    services: Services, tmp_path: Path
+) -> None:
+    service, _ = await start_chatty(
+        services, tmp_path, CHATTY_ROOTS_AT_START="1", sharing="per-workspace"
+    )
+    one, also_one, other = (
+        Seen("A", roots=["file:///one"]),
+        Seen("B", roots=["file:///one"]),
+        Seen("C", roots=["file:///other"]),
+    )
+    async with (
+        http_client(service, "@all", **one.kwargs()) as a,
+        sdk_bridge(service.paths, "@all", "legacy", **other.kwargs()) as c,
+        sdk_client(service, "@all", "auto", list_roots_callback=also_one.list_roots) as b,
+    ):
+        pids = [text(await x.call_tool("chatty__whoami", {})) for x in (a, b, c)]
+        roots = [text(await x.call_tool("chatty__known_roots", {})) for x in (a, b, c)]
+        children = sorted(service.supervisor.private)
+
+    assert pids[0] == pids[1] != pids[2]
+    assert roots == ["file:///one", "file:///one", "file:///other"]
+    assert len(children) == 2 and all(name.startswith("chatty@ws-") for name in children)

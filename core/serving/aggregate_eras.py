@@ -23,6 +23,7 @@ from core.serving.aggregate_links import Parent
 from core.serving.identity import StatelessClients
 from core.serving.request import Client, Request
 from core.serving.sessions import ClientSession, SessionTable
+from core.serving.stateless import seat
 from core.settings.profiles import profile_name
 
 
@@ -112,18 +113,8 @@ class AggregateHandshake:
         return await self.aggregate.handle(self.parent, request)
 
     async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        client = self.client
-        session = client.session
-        info = params.get("clientInfo")
-        if (
-            session.kind != "bridge"  # a bridge names the client it speaks for
-            and isinstance(info, dict)
-            and isinstance(info.get("name"), str)
-        ):
-            session.client_name = info["name"]
-        capabilities = params.get("capabilities")
-        client.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-        client.info = dict(info) if isinstance(info, dict) else None
+        session = self.client.session
+        self.client.declare(params)
         aggregate = self.aggregate
         if session.id not in aggregate.parents:
             aggregate.open(self.parent)
@@ -148,17 +139,8 @@ class AggregateStateless:
         headers: Mapping[str, str],
     ) -> dict[str, Any]:
         clients = self.aggregate.stateless
-        seated = clients.known(self.where, envelope, scope, headers)
-        if seated is None:
-            seated = await clients.session_for(self.where, envelope, scope, headers)
+        seated, client = await seat(clients, self.where, envelope, scope, headers)
         parent = self.aggregate.parents[seated.session.id]
-        client = Client(
-            seated.session,
-            modern=True,
-            capabilities=envelope.capabilities,
-            info=envelope.client_info,
-            log_level=envelope.log_level,
-        )
         request = Request(client, method, params, ctx, ask=None, headers=headers)
         if method == "subscriptions/listen":
             return await self.aggregate.listen(parent, request)

@@ -20,7 +20,7 @@ from starlette.types import Scope
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY, Envelope
 from core.protocol.stateless import StatelessContext
 from core.serving.fanout import Share
-from core.serving.identity import StatelessClients
+from core.serving.identity import StatelessClients, StatelessSession
 from core.serving.pipeline import Pipeline
 from core.serving.request import Client, Request
 from core.supervision.routing import Caller
@@ -88,16 +88,7 @@ class StatelessEndpoint:
         scope: Scope,
         headers: Mapping[str, str],
     ) -> dict[str, Any]:
-        seated = self.clients.known(self.name, envelope, scope, headers)
-        if seated is None:
-            seated = await self.clients.session_for(self.name, envelope, scope, headers)
-        client = Client(
-            seated.session,
-            modern=True,
-            capabilities=envelope.capabilities,
-            info=envelope.client_info,
-            log_level=envelope.log_level,
-        )
+        seated, client = await seat(self.clients, self.name, envelope, scope, headers)
         request = Request(client, method, params, ctx, ask=None, headers=headers)
         if method == "subscriptions/listen":
             return await self._listen(request, ctx, seated)
@@ -121,6 +112,28 @@ class StatelessEndpoint:
         finally:
             share.leave(listener, pipeline.spawn)
         return {}  # pragma: no cover - only a hang-up ends a listen stream
+
+
+async def seat(
+    clients: StatelessClients,
+    name: str,
+    envelope: Envelope,
+    scope: Scope,
+    headers: Mapping[str, str],
+) -> tuple[StatelessSession, Client]:
+    """The client's session on endpoint ``name`` (found, or made), and the client as this
+    request's envelope declares it."""
+    seated = clients.known(name, envelope, scope, headers)
+    if seated is None:
+        seated = await clients.session_for(name, envelope, scope, headers)
+    client = Client(
+        seated.session,
+        modern=True,
+        capabilities=envelope.capabilities,
+        info=envelope.client_info,
+        log_level=envelope.log_level,
+    )
+    return seated, client
 
 
 def listen_filters(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
