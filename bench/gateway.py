@@ -1877,6 +1877,8 @@ class ListFigures:
     one_server_bytes: int
     #: Building the aggregate's view again (after a member's list changed), in-process.
     rebuild: Stats
+    #: The aggregate's own work per call, in-process, by profile (routing_in_process).
+    routing: dict[str, Stats]
 
 
 LIST_NAMES: Final = tuple(f"tools-{n:02d}" for n in range(1, LIST_SERVERS + 1))
@@ -1940,9 +1942,67 @@ async def _measure_lists(tray: Tray, calls: int) -> ListFigures:
         started = time.perf_counter()
         build_view(EVERYTHING, config.servers, catalogs)
         rebuilds.append(time.perf_counter() - started)
+    in_process = tray.home / "in-process"
+    in_process.mkdir()
+    routing = routing_in_process(in_process)
     return ListFigures(
-        calls, len(tools), aggregate, len(listed), one, len(single), Stats.of(rebuilds)
+        calls, len(tools), aggregate, len(listed), one, len(single), Stats.of(rebuilds), routing
     )
+
+
+def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
+    """The aggregate's own work per tools/call, in-process and without the call itself:
+    the profile's view (cached), the name's route, the link's client, the routed request.
+    LIST_SERVERS x LIST_TOOLS tools known; ``all`` and a one-tool profile."""
+    from core.serving.aggregate import Aggregate
+    from core.serving.aggregate_links import Link, Parent
+    from core.serving.pipeline import NoReply, Pipeline
+    from core.serving.request import Client as SessionClient
+    from core.serving.request import Request
+    from core.serving.sessions import ClientSession, SessionTable
+    from core.settings.config import DEFAULT_MAX_BODY_BYTES, load_config
+    from core.settings.paths import Paths
+    from core.supervision.supervisor import Supervisor
+
+    class Hooks:
+        def session_opened(self, session: ClientSession) -> None:
+            pass
+
+        def session_closed(self, session: ClientSession) -> None:
+            pass
+
+    document = _list_tray_document(LIST_SERVERS)
+    member = LIST_NAMES[2]
+    tool = "search_records_07"
+    document["profiles"] = {PROFILE: {"servers": [member], "tools": [f"{member}__{tool}"]}}
+    (home / "config.json").write_text(json.dumps(document))
+    paths = Paths(home / "config", home / "state", home / "logs", home / "run")
+    supervisor = Supervisor(load_config(home / "config.json"), paths)
+    names = [f"search_records_{n:02d}" for n in range(LIST_TOOLS)]
+    for child in supervisor.servers.values():  # as if each had listed (never started)
+        child.catalog.known = True
+        child.catalog.lists = {"tools": [{"name": n, "inputSchema": {}} for n in names]}
+    pipeline = Pipeline(supervisor, SessionTable(lambda event: None), Hooks(), lambda job: None)
+    aggregate = Aggregate(pipeline, lambda worker: None, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    params = {"name": f"{member}__{tool}", "arguments": ARGUMENTS}
+    figures = {}
+    for profile in ("all", PROFILE):
+        session = ClientSession(id=profile, server=f"@{profile}", kind="http")
+        parent = Parent(session, profile, modern=False, on_lists=lambda parent, kind: None)
+        client = SessionClient(session, modern=False)
+        link_session = ClientSession(id=f"{profile}.{member}", server=member, kind="http")
+        parent.links[member] = Link(parent, member, link_session, pipeline.seat)
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            view = aggregate.view(profile)
+            owner, routed = aggregate._route(view, "tools/call", params)
+            link = parent.links[owner]
+            request = Request(link.client(client), "tools/call", routed, NoReply(), None)
+            parent.called(parent.calling(owner, request.reply))
+            samples.append(time.perf_counter() - started)
+        figures[profile] = Stats.of(samples)
+    return figures
 
 
 def list_bench(home: Path, calls: int) -> ListFigures:
@@ -1975,6 +2035,11 @@ def list_report(figures: ListFigures) -> None:
         print(
             f"    {name:<14} p50 {stats.p50:.3f} ms  p95 {stats.p95:.3f} ms  "
             f"{size:,} bytes ({note})"
+        )
+    for profile, stats in figures.routing.items():
+        print(
+            f"    routing in-process (@{profile}: view, route, link, request; the call itself "
+            f"not included): p50 {stats.p50 * 1000:.1f} us  p95 {stats.p95 * 1000:.1f} us"
         )
     print(
         f"    the /mcp answer is about {tokens:,} tokens in a model's context (bytes / 4); "
