@@ -344,7 +344,8 @@ class Aggregate:
             routes = view.tool_routes if kind == "tool" else view.prompt_routes
             route = None
             if isinstance(name, str):
-                route = routes.get(name) or view.pending_route(name)
+                # A member that never listed answers for itself (its tools' globs apply).
+                route = routes.get(name) or (view.pending_route(name) if kind == "tool" else None)
             if route is None:
                 raise RpcError(INVALID_PARAMS, self._refusal(view, kind, name))
             return route.server, {**params, "name": route.name}
