@@ -44,7 +44,9 @@ A dead subprocess is never reported as a timeout: only ``CallTimedOut`` says
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from core.base.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from core.base.states import ServerState
@@ -183,11 +185,6 @@ class NotRunning(InstanceError):
             f"mcp-tray is not running{extra}. Start it with: mcp-tray run --headless "
             f"(or mcp-tray to open the tray). State folder: {state_dir}"
         )
-
-
-#: Exit codes of the ``mcp-tray`` command (README lists them).
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 
 
 class NotFinite(McpTrayError, ValueError):

@@ -158,14 +158,18 @@ class Relay:
     async def aclose(self) -> None:
         if self._reconnecting is not None:
             self._reconnecting.cancel()
-        if self._get_stream is not None:
-            self._get_stream.cancel()
-        if self._tasks:
-            # Let answers already on their way reach the client.
-            await asyncio.wait(list(self._tasks), timeout=DRAIN_SECONDS)
+        # Let answers already on their way reach the client, and the requests
+        # an answer let go meanwhile (those held behind an initialize, when the
+        # whole input came at once: `mcp-tray connect NAME < requests.jsonl`).
+        deadline = asyncio.get_running_loop().time() + DRAIN_SECONDS
+        while self._tasks and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
         for task in list(self._tasks):
             task.cancel()
+        # Cancelled last: an initialize answered during the drain opened it.
         others = [t for t in (self._get_stream, self._reconnecting) if t is not None]
+        for task in others:
+            task.cancel()
         await asyncio.gather(*self._tasks, *others, return_exceptions=True)
         if self.session_id is not None and self._pool is not None and self._reachable.is_set():
             with contextlib.suppress(HttpError, OSError, TimeoutError):

@@ -11,7 +11,6 @@ every child by the stop contract.
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import logging
 import socket
@@ -110,10 +109,7 @@ class TrayService:
                 self.workers.session_ownership if self.workers else None
             ),
             workers=lambda: tuple(WorkerSnapshot.from_row(row) for row in self.workers_json()),
-            warnings=lambda: tuple(
-                WarningSnapshot(**{k: str(v) for k, v in row.items()})
-                for row in self.warnings_json()
-            ),
+            warnings=lambda: tuple(WarningSnapshot.from_row(row) for row in self.warnings_json()),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -196,8 +192,10 @@ class TrayService:
         return [dict(row) for row in self.workers.rows] if self.workers else []
 
     def warnings_json(self) -> list[dict[str, Any]]:
+        """Every finding, each with its ``severity`` (core.base.severity's one rule)."""
         found = self.workers.warnings_json() if self.workers else []
-        return found + [dataclasses.asdict(notice) for notice in self.supervisor.notices()]
+        rows = [WarningSnapshot.from_row(row) for row in found] + list(self.supervisor.notices())
+        return [row.to_json() for row in rows]
 
     def metrics(self) -> bytes:
         return self._metrics.render()
