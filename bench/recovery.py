@@ -38,6 +38,8 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from results import Row, record
+
 from core.base.envvars import PLATFORM_ENV
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
@@ -45,7 +47,6 @@ from core.platform.backends import PORTABLE, backends
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 from core.supervision.supervisor import Supervisor
-from results import Row, record
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = "demo-clock"

@@ -7,7 +7,7 @@ over the span from the first writer's start to the last one's end, p50 and
 p99 latency of one ``heartbeat`` call, retried "database is locked" errors,
 and whether the file's per-row beat counters add up (0 lost).
 
-Target (DESIGN §4): >= 2,000 beats/s with 4 writers, 0 lost, 0 unhandled
+Target (docs/design.md §4): >= 2,000 beats/s with 4 writers, 0 lost, 0 unhandled
 "database is locked". Run: .venv/bin/python bench/registry.py
 """
 
@@ -28,10 +28,11 @@ from typing import Any
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from results import Row, record
+
 from core.base.clock import utc_now
 from core.registry.identity import worker_identity
 from core.registry.store import WorkerRegistry
-from results import Row, record
 
 TARGET_BEATS_PER_SECOND = 2000
 #: What this bench adds to README's "Measured" table (bench/results.py).

@@ -58,12 +58,12 @@ from typing import IO, Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
+from results import Row, record
 
 from core.base.clock import utc_now
 from core.registry.identity import worker_identity
 from core.registry.store import WorkerRegistry
 from core.settings.paths import Paths, default_paths
-from results import Row, record
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo"
