@@ -1,4 +1,4 @@
-"""The tray's colour and its one-line tooltip, from a core snapshot (DESIGN 3.11).
+"""The tray's colour and its one-line tooltip, from a core snapshot (docs/design.md §3.11).
 
 The worst state wins: red (a server parked or a session tripped), amber
 (starting, respawning, degraded, a stale worker, a warning, a refused

@@ -266,7 +266,7 @@ class CallError(McpTrayError):
 
     #: Short machine-readable kind for the API and the metrics.
     kind = "call-error"
-    #: Counts toward the server breaker (DESIGN 3.4): a transport-level failure.
+    #: Counts toward the server breaker (docs/design.md §3.4): a transport-level failure.
     transport_failure = False
 
     def __init__(self, server: str, message: str) -> None:

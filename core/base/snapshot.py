@@ -102,7 +102,7 @@ class SessionSnapshot:
     tripped: bool
     last_error: str | None
     worker_identity: str | None
-    #: Whether a live, unfenced registry row holds the session (DESIGN 3.6):
+    #: Whether a live, unfenced registry row holds the session (docs/design.md §3.6):
     #: "owned", "fenced" or "missing"; None until the registry was read.
     ownership: str | None = None
     ownership_detail: str = ""

@@ -314,7 +314,8 @@ async def guarded(
     method: str,
     send: Callable[[], Awaitable[dict[str, Any]]],
 ) -> dict[str, Any]:
-    """One request of a client session through its breaker (DESIGN 3.5), errors in the client's terms."""
+    """One request of a client session through its breaker (docs/design.md §3.5),
+    errors in the client's terms."""
     try:
         session.check()
         result = await send()

@@ -3,10 +3,10 @@
 ``/mcp/<server>`` (and ``/<server>/mcp``, the shape the MCP Inspector
 insists on) speak streamable HTTP (``core.protocol.streamable``); each client
 session is a ``GatewayConnection`` (core.serving.connection) that forwards
-requests raw through the call path of DESIGN 3.3.
+requests raw through the call path of docs/design.md §3.3.
 
 A server shared by several sessions must not leak one session's traffic to
-another (DESIGN 3.10). ``Share`` keeps, per server, what its sessions set and
+another (docs/design.md §3.10). ``Share`` keeps, per server, what its sessions set and
 who receives what the server sends:
 
 - ``list_changed`` reaches every session;

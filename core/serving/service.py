@@ -2,7 +2,7 @@
 
 ``TrayService.start`` takes the instance lock, binds 127.0.0.1 on the
 configured gateway port (or, when that port is taken, on a free one, with a
-warning: the tray is never the weak link, DESIGN 3.10), loads the API token
+warning: the tray is never the weak link, docs/design.md §3.10), loads the API token
 (keyring, else a 0600 file with a warning), sweeps leftovers, starts the
 supervisor, the worker registry watch and the gateway, serves HTTP, and
 publishes the runtime file. ``aclose`` undoes it in reverse order, stopping

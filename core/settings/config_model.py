@@ -19,7 +19,7 @@ SHARING_MODES: Final = ("shared", "per-session")
 #: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
 PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 
-#: A run is proven once it stays up this long (DESIGN 3.2).
+#: A run is proven once it stays up this long (docs/design.md §3.2).
 DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
 #: Shorter keepalives would let a slowly crash-looping server pass as proven.
 MIN_KEEPALIVE_SECONDS: Final = 5.0
@@ -46,8 +46,8 @@ DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 #: The most ``gateway.max_body_bytes`` may say (a tool call is not a file upload).
 MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
 #: Where the gateway listens unless ``gateway.port`` says otherwise. Fixed, so
-#: the URL in a client's config survives every restart of mcp-tray (DESIGN
-#: 3.10). 28729 ("2" + TRAY on a phone keypad) is unassigned in the IANA
+#: the URL in a client's config survives every restart of mcp-tray (docs/design.md
+#: §3.10). 28729 ("2" + TRAY on a phone keypad) is unassigned in the IANA
 #: registry (the block 28590-28999), below Linux's ephemeral range
 #: (32768-60999, so the kernel never hands it to an outgoing connection) and
 #: below Kubernetes' NodePort range (30000-32767), and no widely used local

@@ -1,7 +1,7 @@
 """Server -> client traffic of one server, and the client-set state a respawn replays.
 
 A child's own requests (sampling, elicitation, roots) go to exactly one
-client session, never a guess (DESIGN 3.10, isolation on shared servers):
+client session, never a guess (docs/design.md §3.10, isolation on shared servers):
 
 - during calls of one session only: that session's newest call answers it;
 - during calls of several sessions: nothing in a stdio message says which
