@@ -21,6 +21,7 @@ from core.cli.importer import import_servers, read_client_servers
 from core.settings.config import load_config
 from core.settings.secrets import get_secret
 from tests.cli_support import run_mcp_tray
+from tests.conftest import make_fifo
 from tests.fake_keyring import FileKeyring
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients"
@@ -167,12 +168,14 @@ def test_secret_looking_values_move_to_the_keyring_when_accepted(
     assert "ghp_example" not in config.read_text()
 
 
-def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    home: Path, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     from core.settings.paths import default_paths
     from tests.gateway_support import bridge_env
 
     env = bridge_env(default_paths({"MCP_TRAY_HOME": str(home)}))
-    return run_mcp_tray(env, *args, stdin=stdin)
+    return run_mcp_tray(env, *args, stdin=stdin, timeout=timeout)
 
 
 def test_the_import_command_merges_a_client_file_without_prompting_when_not_interactive(
@@ -193,6 +196,24 @@ def test_the_import_command_merges_a_client_file_without_prompting_when_not_inte
     assert json.loads((home / "config" / "config.json").read_text())["mcpServers"]["weather"][
         "args"
     ] == ["/opt/weather/index.js"]
+
+
+@pytest.mark.parametrize("client", ["gemini", "codex"])
+def test_an_import_from_a_fifo_is_refused_at_once_naming_the_file(
+    client: str, tmp_path: Path
+) -> None:
+    # read_text waited forever for a writer here: import uses the hostile-file reader now.
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    source = tmp_path / SOURCES[client].name
+    make_fifo(source)
+
+    result = run_cli(home, "import", client, "--path", str(source), timeout=20)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert str(source) in result.stderr
+    assert "a named pipe (FIFO), not a regular file" in result.stderr
+    assert not (home / "config" / "config.json").exists()
 
 
 def test_secret_set_and_rm_through_the_cli(tmp_path: Path, fake_keyring: FileKeyring) -> None:
