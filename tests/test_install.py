@@ -374,6 +374,33 @@ def test_overwrite_replaces_a_conflicting_entry_and_nothing_else(tmp_path: Path)
     assert len(backups(path)) == 1
 
 
+def test_a_codex_table_of_the_same_name_is_a_conflict_until_overwrite_replaces_it_alone(
+    tmp_path: Path,
+) -> None:
+    # The user's own [mcp_servers.docs] table: mcp-tray's "docs" must not replace it silently.
+    path = place("codex", EXISTING["codex"], tmp_path)
+    original = path.read_bytes()
+    entries = snippet_entries("codex", ["docs"])
+
+    refused = plan_install("codex", entries, home=tmp_path)
+    with pytest.raises(CommandError, match="Nothing was written"):
+        apply_install(refused)
+    assert [c.name for c in refused.conflicts] == ["docs"]
+    assert path.read_bytes() == original and backups(path) == []
+
+    result = apply_install(plan_install("codex", entries, home=tmp_path, overwrite=True))
+
+    after = tomllib.loads(path.read_text())
+    assert after["mcp_servers"]["docs"] == entries["docs"]
+    assert (
+        after["mcp_servers"]["remote"] == tomllib.loads(original.decode())["mcp_servers"]["remote"]
+    )
+    assert after["profiles"] == {"fast": {"model": "gpt-5-mini"}}
+    assert "# Codex settings, kept by hand." in path.read_text()
+    assert result.backup is not None and backups(path) == [result.backup]
+    assert result.backup.read_bytes() == original
+
+
 def test_an_older_mcp_tray_entry_of_the_same_name_is_updated_without_overwrite(
     tmp_path: Path,
 ) -> None:
