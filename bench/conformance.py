@@ -8,8 +8,9 @@ the two tallies side by side, per scenario:
                (``tests/servers/conformance_server.py --http``);
 * via gateway: the same server as the stdio child of a private headless tray
                (``mcp-tray run --headless`` from a temporary MCP_TRAY_HOME,
-               "fail" keyring backend, gateway on a free port), reached at
-               ``/mcp/conformance`` through a small reverse proxy in this
+               "fail" keyring backend, gateway on a free port), ONE config
+               entry with the default ``"protocol": "auto"`` for both eras,
+               reached at ``/mcp/conformance`` through a small reverse proxy in this
                script that adds ``Authorization: Bearer <token>`` (the suite
                cannot send headers) and forwards everything else byte for byte,
                SSE streams and ``Mcp-Session-Id`` included. A Host or Origin
@@ -69,13 +70,6 @@ from urllib.parse import urlsplit
 ROOT: Final = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT: Final = ROOT / "tests" / "servers" / "conformance_server.py"
 SERVER: Final = "conformance"
-#: The same server pinned to the handshake era ("protocol": "handshake"): its
-#: handshake-era tools (sampling, elicitation) ask the client the old way, a
-#: request on the pipe mid-call, which a child driven in the 2026-07-28 era
-#: has no room for. The handshake-era scenarios run against this one.
-HANDSHAKE_SERVER: Final = "conformance-handshake"
-#: Which tray server each era's scenarios run against.
-ERA_SERVER: Final = {"2025-11-25": HANDSHAKE_SERVER, "2026-07-28": SERVER}
 CACHE: Final = ROOT / ".conformance"
 PACKAGE: Final = "@modelcontextprotocol/conformance"
 #: 0.1.16 is the latest stable release, but only the 0.2.0 pre-releases have
@@ -337,14 +331,8 @@ class Tray:
 
     def start(self) -> None:
         config = {
-            "mcpServers": {
-                SERVER: {"command": sys.executable, "args": [str(SERVER_SCRIPT)]},
-                HANDSHAKE_SERVER: {
-                    "command": sys.executable,
-                    "args": [str(SERVER_SCRIPT)],
-                    "protocol": "handshake",
-                },
-            },
+            # One entry, with the default "protocol": "auto", for both eras' scenarios.
+            "mcpServers": {SERVER: {"command": sys.executable, "args": [str(SERVER_SCRIPT)]}},
             "gateway": {"port": 0},
         }
         self.config.write_text(json.dumps(config, indent=2))
@@ -383,7 +371,7 @@ class Tray:
                 body = json.loads(status.stdout)
                 servers = {s.get("name"): s for s in body.get("servers", [])}
                 last = f"servers { {name: s.get('state') for name, s in servers.items()} }"
-                if all(servers.get(n, {}).get("state") == "ready" for n in ERA_SERVER.values()):
+                if servers.get(SERVER, {}).get("state") == "ready":
                     self.url = str(body["gateway"]["url"]).rstrip("/")
                     break
             else:
@@ -824,10 +812,7 @@ async def run_all(
             await run_era(
                 suite,
                 era,
-                [
-                    (label, url + ERA_SERVER[era] if url == gateway else url)
-                    for label, url in targets
-                ],
+                [(label, url + SERVER if url == gateway else url) for label, url in targets],
                 scenarios,
                 tmp,
                 processes,
@@ -942,7 +927,8 @@ def report(results: list[EraResult], suite: Suite, reproduce: str, seconds: floa
     )
     print(
         "  direct = the server over streamable HTTP; via gateway = the same server as the "
-        "stdio child of a headless mcp-tray, at /mcp/conformance-handshake (pinned to the handshake era) for 2025-11-25 and /mcp/conformance (probed: 2026-07-28) for 2026-07-28 (bearer token added by a proxy)"
+        "stdio child of a headless mcp-tray, one config entry with the default "
+        f'"protocol": "auto", at /mcp/{SERVER} for both eras (bearer token added by a proxy)'
     )
     print(
         "  cells: pass/FAIL passed/scored checks (+Nw: warnings); skip: no scored check ran "

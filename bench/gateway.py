@@ -45,7 +45,9 @@ or stops. ``cache=None`` turns off the SDK's response cache (which honours
 same as ``mcp.Client(StdioServerParameters(...))`` builds, so children's
 stderr goes to the bench's log, not the terminal.) The tray's two eras share
 one echo.py child, so the handshake-era gateway and bridge rows include the
-tray's translation to 2026-07-28 upstream; the modern rows pass through.
+tray's translation to 2026-07-28 upstream; the modern rows pass through. (A
+handshake-era client that declared sampling, elicitation or roots would get a
+handshake-era child of its own; these clients declare none.)
 
 After WARMUP calls per client, CALLS sequential calls per client are timed
 with ``time.perf_counter`` around ``session.call_tool`` (handshake era) or

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 import keyring
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
@@ -119,3 +119,77 @@ async def bridge_client(
         async with ClientSession(read, write, **(session_kwargs or {})) as session:
             await session.initialize()
             yield session
+
+
+@contextlib.asynccontextmanager
+async def sdk_client(
+    service: TrayService, server: str, mode: str = "auto", **callbacks: Any
+) -> AsyncIterator[Client]:
+    """The SDK's high-level ``Client`` over HTTP (``mode="auto"`` speaks 2026-07-28 to the gateway)."""
+    headers = {"Authorization": f"Bearer {service.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=http)
+        async with Client(transport, mode=mode, cache=None, **callbacks) as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def sdk_bridge(
+    paths: Paths,
+    server: str,
+    mode: str = "auto",
+    env: dict[str, str] | None = None,
+    **callbacks: Any,
+) -> AsyncIterator[Client]:
+    """The SDK's high-level ``Client`` through a real ``mcp-tray connect`` bridge."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "core.cli.main", "connect", server],
+        env=bridge_env(paths, **(env or {})),
+        cwd=str(REPO),
+    )
+    async with Client(params, mode=mode, cache=None, **callbacks) as client:
+        yield client
+
+
+def modern_request(
+    method: str, params: dict[str, Any] | None = None, request_id: int = 1, **envelope: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A raw 2026-07-28 request and the headers it must carry (its envelope declares
+    ``envelope`` as client capabilities)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": envelope,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+    }
+    if params and isinstance(params.get("name"), str):
+        headers["mcp-name"] = params["name"]
+    return body, headers
+
+
+async def modern_post(
+    service: TrayService,
+    server: str,
+    method: str,
+    params: dict[str, Any] | None = None,
+    **envelope: Any,
+) -> dict[str, Any]:
+    """One 2026-07-28 request on a connection of its own (opened and closed for it)."""
+    body, headers = modern_request(method, params, **envelope)
+    headers["authorization"] = f"Bearer {service.token}"
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
+        reply = await http.post(f"{service.url}/mcp/{server}", json=body, headers=headers)
+    answer: dict[str, Any] = reply.json()
+    return answer

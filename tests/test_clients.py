@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from core.cli import integrations
 from core.cli.client_files import strip_jsonc
 from core.cli.clients import client_snippet
 from core.cli.importer import import_servers, read_client_servers
@@ -57,13 +58,16 @@ def test_a_bridge_snippet_is_in_the_clients_own_format(client: str) -> None:
         ("codex", "url", "http_headers"),
     ],
 )
-def test_an_http_snippet_points_at_the_gateway_with_the_token(
+def test_an_http_snippet_points_at_the_gateway_with_the_token_and_names_its_client(
     client: str, url: str, headers: str
 ) -> None:
     snippet = client_snippet(client, ["echo"], http_url="http://127.0.0.1:4321", token="t0k")
     entry = next(iter(snippet.values()))["echo"]
     assert entry[url] == "http://127.0.0.1:4321/mcp/echo"
-    assert entry[headers] == {"Authorization": "Bearer t0k"}
+    assert entry[headers] == {
+        "Authorization": "Bearer t0k",
+        "x-mcp-tray-identity": integrations.client(client).registered_as,
+    }
 
 
 def test_the_inspector_gets_the_url_shape_it_does_not_rewrite() -> None:
@@ -321,7 +325,7 @@ def test_client_config_reads_the_servers_and_the_port_of_config(
     assert http.returncode == 0, http.stderr
     entries = json.loads(http.stdout)["mcpServers"]
     assert entries["b"]["url"] == "http://127.0.0.1:31999/mcp/b"
-    assert entries["b"]["headers"] == {"Authorization": "Bearer t0k"}
+    assert entries["b"]["headers"]["Authorization"] == "Bearer t0k"
     assert unknown.returncode == 2 and "(configured: a, b)" in unknown.stderr
     assert missing.returncode == 2
     assert str(tmp_path / "no.json") in missing.stderr and "does not exist" in missing.stderr

@@ -136,6 +136,20 @@ def test_bad_values_for_our_own_keys_are_refused(tmp_path: Path) -> None:
         assert error.key == f"mcpServers.a.{key}"
 
 
+def test_per_workspace_sharing_is_accepted_and_a_misspelt_mode_names_all_three(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"mcpServers": {"fs": {"command": "x", "sharing": "per-workspace"}}}')
+    assert load_config(path).servers["fs"].sharing == "per-workspace"
+
+    error = error_for(tmp_path, '{"mcpServers": {"a": {"command": "x", "sharing": "workspace"}}}')
+
+    assert error.key == "mcpServers.a.sharing"
+    assert "shared, per-session, per-workspace" in str(error)
+    assert '"per-workspace" one per project' in error.fix
+
+
 def test_a_remote_url_entry_is_explained(tmp_path: Path) -> None:
     error = error_for(tmp_path, '{"mcpServers": {"a": {"url": "https://example.com/mcp"}}}')
     assert "remote" in str(error)

@@ -1,33 +1,36 @@
 """Both eras of MCP on both sides of the gateway, in all four combinations.
 
-Strategy: one real tray serves two real children: ``modern`` (tests/servers/
+Strategy: one real tray serves three real entries: ``modern`` (tests/servers/
 echo.py, built with the SDK 2.3 server, which answers ``server/discover``, so
-mcp-tray drives it in the 2026-07-28 era) and ``old`` (tests/servers/
-legacy_2024.py, hand-written, initialize only). Real SDK 2.3 clients reach
-them in ``mode="auto"`` (the client probes and speaks 2026-07-28 to the
-gateway) and ``mode="legacy"`` (initialize), over HTTP and through the real
-stdio bridge. Sampling and elicitation cross eras both ways: a legacy
-child's mid-call request becomes an ``input_required`` result for a modern
-client, and a modern child's ``input_required`` becomes mid-call requests
-for a legacy client.
+mcp-tray drives it in the 2026-07-28 era), ``pinned`` (the same server with
+``"protocol": "2026-07-28"``) and ``old`` (tests/servers/legacy_2024.py,
+hand-written, initialize only). Real SDK 2.3 clients reach them in
+``mode="auto"`` (the client probes and speaks 2026-07-28 to the gateway) and
+``mode="legacy"`` (initialize), over HTTP and through the real stdio bridge.
+``pinned`` runs in a tray of its own.
+
+A legacy client that may be asked things (it declared sampling or
+elicitation) of the ``"auto"`` entry gets a second child of it, driven in the
+handshake era (``modern@handshake``): a child's era is settled by its first
+request. Everywhere else sampling and elicitation cross eras by translation,
+both ways: a legacy child's mid-call request becomes an ``input_required``
+result for a modern client, and a pinned 2026-07-28 child's
+``input_required`` becomes mid-call requests for a legacy client.
 """
 
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CreateMessageResult, ElicitResult, InputRequiredResult, TextContent
 
 from core.serving.service import TrayService
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
-from tests.gateway_support import REPO, Services, bridge_env, text
+from tests.gateway_support import Services, sdk_bridge, sdk_client, text
 
 LEGACY = SERVERS / "legacy_2024.py"
 MODERN_ENVELOPE = {
@@ -59,37 +62,19 @@ async def tray(services: Services) -> TrayService:
     return service
 
 
-@contextlib.asynccontextmanager
-async def http(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {service.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as client:
-        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=client)
-        async with Client(
-            transport,
-            mode=mode,
-            sampling_callback=sampling,
-            elicitation_callback=elicitation,
-            cache=None,
-        ) as session:
-            yield session
+CALLBACKS: dict[str, Any] = {"sampling_callback": sampling, "elicitation_callback": elicitation}
 
 
-@contextlib.asynccontextmanager
-async def bridged(service: TrayService, server: str, mode: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "core.cli.main", "connect", server],
-        env=bridge_env(service.paths),
-        cwd=str(REPO),
-    )
-    async with Client(
-        params,
-        mode=mode,
-        sampling_callback=sampling,
-        elicitation_callback=elicitation,
-        cache=None,
-    ) as session:
-        yield session
+def http(
+    service: TrayService, server: str, mode: str
+) -> contextlib.AbstractAsyncContextManager[Client]:
+    return sdk_client(service, server, mode, **CALLBACKS)
+
+
+def bridged(
+    service: TrayService, server: str, mode: str
+) -> contextlib.AbstractAsyncContextManager[Client]:
+    return sdk_bridge(service.paths, server, mode, **CALLBACKS)
 
 
 def era(session: Client) -> str:
@@ -137,6 +122,34 @@ async def test_sampling_and_elicitation_cross_eras_both_ways(
         assert text(confirmed) == "the client refused: Method not found"
     else:
         assert text(confirmed) in ("confirmed", 'accept: {"ok": true}')
+    # Only the "auto" entry grows a child in the legacy client's era; the rest translate.
+    twins = ["modern@handshake"] if (server, mode) == ("modern", "legacy") else []
+    assert list(tray.supervisor.private) == twins
+
+
+async def test_a_pinned_2026_07_28_childs_input_required_reaches_a_legacy_client_mid_call(
+    services: Services,
+) -> None:
+    service = await services.start({"pinned": python_server(ECHO) | {"protocol": "2026-07-28"}})
+    await wait_ready(service.supervisor.server("pinned"))
+    async with http(service, "pinned", "legacy") as session:
+        sampled = await session.call_tool("ask", {"question": "capital?"})
+        confirmed = await session.call_tool("confirm", {"question": "sure?"})
+
+    assert "model says capital?" in text(sampled)
+    assert text(confirmed) == "confirmed"
+    assert service.supervisor.private == {}  # translated, not a child of its own
+
+
+async def test_a_legacy_client_that_cannot_be_asked_shares_the_2026_07_28_child(
+    tray: TrayService,
+) -> None:
+    async with sdk_client(tray, "modern", "legacy") as session:
+        assert era(session) == "2025-11-25"
+        echoed = await session.call_tool("echo", {"text": "plain"})
+
+    assert text(echoed) == "plain"
+    assert tray.supervisor.private == {}
 
 
 async def test_a_modern_client_through_the_bridge(tray: TrayService) -> None:

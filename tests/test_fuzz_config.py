@@ -133,7 +133,7 @@ own_keys = {
     "cwd": st.just("/tmp") | hostile,
     "retry": st.sampled_from(["safe", "always", "never"]) | hostile,
     "keepalive_seconds": st.floats(5, 86400) | hostile,
-    "sharing": st.sampled_from(["shared", "per-session"]) | hostile,
+    "sharing": st.sampled_from(["shared", "per-session", "per-workspace"]) | hostile,
     "protocol": st.sampled_from(["auto", "handshake", "2026-07-28"]) | hostile,
     "type": st.just("stdio") | hostile,
     "url": texts,

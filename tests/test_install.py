@@ -155,7 +155,7 @@ def test_codexs_toml_keeps_its_comments_and_tables_and_gets_one_table_per_server
     assert text.endswith('\n\n[profiles.fast]\nmodel = "gpt-5-mini"\n')
     assert "# pinned by the team" in text and "# the model for new sessions" in text
     assert '[mcp_servers.echo]\nurl = "http://127.0.0.1:28729/mcp/echo"\n' in text
-    assert 'http_headers = {Authorization = "Bearer t0k"}' in text
+    assert 'http_headers = {Authorization = "Bearer t0k", x-mcp-tray-identity = "codex"}' in text
     assert tomllib.loads(text)["mcp_servers"]["echo"] == entries["echo"]
 
 

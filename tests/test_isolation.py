@@ -9,108 +9,29 @@ the same FIFO stream, never by waiting: a message the gateway had passed on
 would have arrived before the marker.
 """
 
-import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from mcp import ClientSession, MCPError
-from mcp.types import (
-    CreateMessageResult,
-    ListRootsResult,
-    LoggingMessageNotificationParams,
-    Root,
-    TextContent,
-)
 
 from core.serving.service import TrayService
-from tests.conftest import SERVERS, python_server, wait_ready, wait_until
+from tests.conftest import python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client, text
+from tests.isolation_support import LEGACY, Seen, heard, slow_call_in_flight, start_chatty
 
 # Subscriptions, logging levels and roots are the handshake era's: the SDK
 # warns that 2026-07-28 removed them, which is why these tests exist.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
-
-CHATTY = SERVERS / "chatty.py"
-LEGACY = SERVERS / "legacy_2024.py"
-
-
-def chatty(log: Path) -> dict[str, Any]:
-    # Pinned to the handshake era: its tools ask the client the old way (a
-    # server->client request on the pipe), which the stateless era has no
-    # room for; there, input requests are part of the call's own result.
-    return python_server(CHATTY, CHATTY_LOG=str(log)) | {"protocol": "handshake"}
-
-
-@dataclass
-class Seen:
-    """What one client session received from the server, in order."""
-
-    name: str
-    roots: list[str] = field(default_factory=list)
-    sampled: list[str] = field(default_factory=list)
-    logs: list[str] = field(default_factory=list)
-    notifications: list[tuple[str, Any]] = field(default_factory=list)
-
-    async def sampling(self, context: Any, params: Any) -> CreateMessageResult:
-        question = params.messages[0].content.text
-        self.sampled.append(question)
-        return CreateMessageResult(
-            role="assistant",
-            content=TextContent(type="text", text=f"{self.name} answers {question}"),
-            model="fake",
-        )
-
-    async def list_roots(self, context: Any) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
-
-    async def logging(self, params: LoggingMessageNotificationParams) -> None:
-        self.logs.append(str(params.data))
-
-    async def messages(self, message: Any) -> None:
-        if isinstance(message, Exception):
-            return
-        root = getattr(message, "root", message)
-        params = getattr(root, "params", None)
-        self.notifications.append((root.method, getattr(params, "uri", None)))
-
-    def updated(self) -> list[str]:
-        return [
-            str(uri)
-            for method, uri in self.notifications
-            if method == "notifications/resources/updated"
-        ]
-
-    def kwargs(self, *, sampling: bool = True) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "list_roots_callback": self.list_roots,
-            "logging_callback": self.logging,
-            "message_handler": self.messages,
-        }
-        if sampling:
-            kwargs["sampling_callback"] = self.sampling
-        return kwargs
-
-
-def heard(log: Path) -> list[dict[str, Any]]:
-    """What chatty recorded: what reached the server, and the answers it got."""
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 @contextlib.asynccontextmanager
 async def chatty_pair(
     services: Services, tmp_path: Path, *, b_sampling: bool = True
 ) -> AsyncIterator[tuple[TrayService, Path, ClientSession, Seen, ClientSession, Seen]]:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         async with http_client(service, "chatty", **b.kwargs(sampling=b_sampling)) as client_b:
@@ -134,11 +55,7 @@ async def test_a_server_request_during_calls_of_two_sessions_fails_closed_and_wa
 ) -> None:
     async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
         # B's call is in flight when A's call asks the client's model.
-        b_task = asyncio.ensure_future(client_b.call_tool("slow", {"seconds": 1.0}))
-        await wait_until(
-            lambda: service.supervisor.server("chatty").routing.sessions_in_flight(),
-            what="B's call in flight",
-        )
+        b_task = await slow_call_in_flight(service, client_b)
         with pytest.raises(MCPError) as refused_call:
             await client_a.call_tool("ask_after", {"question": "q2", "delay": 0.05})
         assert text(await b_task) == "slept 1.0"
@@ -153,6 +70,24 @@ async def test_a_server_request_during_calls_of_two_sessions_fails_closed_and_wa
     assert [e["question"] for e in refused] == ["q2"]
     warnings = [w for w in service.warnings_json() if w["family"] == "ambiguous-request"]
     assert len(warnings) == 1 and warnings[0]["subject"] == "chatty"
+
+
+async def test_a_request_made_after_its_call_returned_never_reaches_another_sessions_call(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (service, log, client_a, a, client_b, b):
+        b_task = await slow_call_in_flight(service, client_b)
+        # A's tool returns at once and asks the client's model later, outside any call,
+        # while B's call is in flight: it is not B's, and B must not be asked.
+        assert text(await client_a.call_tool("ask_later", {"question": "A's", "delay": 0.3}))
+        await wait_until(
+            lambda: any(e["event"] == "sampling-failed" for e in heard(log)), what="the refusal"
+        )
+        assert text(await b_task) == "slept 1.0"
+
+    assert a.sampled == [] and b.sampled == []
+    refusal = next(e for e in heard(log) if e["event"] == "sampling-failed")
+    assert refusal["question"] == "A's" and "cannot tell which client session" in refusal["error"]
 
 
 async def test_an_idle_session_receives_none_of_another_sessions_logs_or_resource_updates(
@@ -194,31 +129,44 @@ async def test_the_server_logs_at_the_most_verbose_level_a_live_session_asked_fo
     services: Services, tmp_path: Path
 ) -> None:
     async with chatty_pair(services, tmp_path) as (_, log, client_a, a, client_b, b):
+        await client_a.subscribe_resource("chatty://a")
         await client_a.set_logging_level("warning")
         await client_b.set_logging_level("debug")
         await client_a.set_logging_level("error")  # B still wants debug: nothing to tell
         levels = [e["level"] for e in heard(log) if e["event"] == "setLevel"]
         assert levels == ["warning", "debug"]
-        # A set a level, so it hears B's logs at or above it, and only those.
         await client_b.call_tool("log", {"level": "info", "text": "info of B"})
         await client_b.call_tool("log", {"level": "critical", "text": "critical of B"})
-        await wait_until(lambda: a.logs == ["critical of B"], what="A to hear the critical one")
+        # The marker on A's stream, after anything of B's that could have reached it.
+        await client_b.call_tool("touch", {"uri": "chatty://a"})
+        await wait_until(lambda: a.updated() == ["chatty://a"], what="A's marker")
 
     assert b.logs == ["info of B", "critical of B"]
+    # A set a level: no licence to hear B's logs, at any level.
+    assert a.logs == []
 
 
-async def test_roots_are_the_callers_own(services: Services, tmp_path: Path) -> None:
-    async with chatty_pair(services, tmp_path) as (_, _, client_a, _, client_b, _):
-        assert text(await client_a.call_tool("roots", {})) == "file:///a"
-        assert text(await client_b.call_tool("roots", {})) == "file:///b"
+async def test_a_shared_child_gets_no_sessions_roots_while_two_share_it_and_warns_once(
+    services: Services, tmp_path: Path
+) -> None:
+    async with chatty_pair(services, tmp_path) as (service, _, client_a, _, client_b, _):
+        with pytest.raises(MCPError) as refused_a:
+            await client_a.call_tool("roots", {})
+        with pytest.raises(MCPError) as refused_b:
+            await client_b.call_tool("roots", {})
+
+    for refused in (refused_a, refused_b):
+        assert '"sharing": "per-workspace"' in str(refused.value)
+        assert '"sharing": "per-session"' in str(refused.value)
+    warnings = [w for w in service.warnings_json() if w["subject"] == "chatty"]
+    assert [w["family"] for w in warnings] == ["shared-roots"]
+    assert "per-workspace" in warnings[0]["fix"]
 
 
 async def test_a_server_request_outside_any_call_goes_to_the_only_session_else_fails_closed(
     services: Services, tmp_path: Path
 ) -> None:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A"), Seen("B")
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         await client_a.call_tool("ask_later", {"question": "alone", "delay": 0.0})
@@ -251,9 +199,7 @@ async def test_a_server_request_the_client_never_declared_gets_method_not_found(
 async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
     services: Services, tmp_path: Path
 ) -> None:
-    log = tmp_path / "chatty.jsonl"
-    service = await services.start({"chatty": chatty(log)})
-    await wait_ready(service.supervisor.server("chatty"))
+    service, log = await start_chatty(services, tmp_path)
     a, b = Seen("A", roots=["file:///a"]), Seen("B", roots=["file:///b"])
     async with http_client(service, "chatty", **a.kwargs()) as client_a:
         await client_a.send_roots_list_changed()
@@ -262,12 +208,23 @@ async def test_roots_list_changed_reaches_the_server_only_from_its_only_session(
             what="the server to list A's roots again",
         )
         async with http_client(service, "chatty", **b.kwargs()) as client_b:
-            await wait_until(lambda: len(service.gateway.connections) == 2, what="two sessions")
+            # B joined: the server is told its roots changed, asks, and gets nobody's.
+            await wait_until(
+                lambda: any(e["event"] == "roots-failed" for e in heard(log)),
+                what="the server to ask again and be refused",
+            )
             before = len(heard(log))
             await client_b.send_roots_list_changed()  # not passed on: two sessions share it
             # A round trip through the same pipe: a passed-on notification came first.
             await client_b.call_tool("slow", {"seconds": 0})
             assert [e for e in heard(log)[before:] if e["event"].startswith("roots")] == []
+        # B left: A is the only one again, and the server gets A's roots once more.
+        await wait_until(
+            lambda: heard(log)[-1] == {"event": "roots", "uris": ["file:///a"]},
+            what="the server to list A's roots after B left",
+        )
+
+    assert b.roots_asked == 0
 
 
 async def test_a_child_that_speaks_only_2024_11_05_is_presented_as_2024_11_05(

@@ -1,20 +1,24 @@
 """A server's offer as rows: tools with the "retried after a crash" mark, and the counts.
 
-Strategy: the replay rule is checked against the call path's own
-``CallPath.replay_safe`` for every combination of hints and ``retry``
-config (so the window and the CLI can never promise a retry the call path
-would not make), and the rows are read from a real supervisor's catalog of
-tests/servers/echo.py.
+Strategy: the call path (``CallPath.replay_safe``), the window's rows
+(``offer``) and the bridge (``Relay``, which never sees the ``retry``
+config) all apply the one replay rule of core.protocol.replay: checked for
+every combination of hints and ``retry`` config (so the window and the CLI
+can never promise a retry the call path would not make), and the rows are
+read from a real supervisor's catalog of tests/servers/echo.py.
 """
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from core.bridge.relay import Relay
+from core.protocol.replay import replay_verdict
 from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
-from core.supervision.offer import offer, offer_of, replay_rule
+from core.supervision.offer import offer, offer_of
 from tests.conftest import ECHO, ReadyFactory, python_server
 
 HINTS: list[dict[str, Any]] = [
@@ -40,15 +44,30 @@ def catalog_with(tools: list[dict[str, Any]], **lists: list[dict[str, Any]]) -> 
 def test_the_replay_mark_follows_the_call_paths_own_rule(retry: str, hints: dict[str, Any]) -> None:
     catalog = catalog_with([{"name": "t", "annotations": hints}])
     server = SimpleNamespace(name="s", config=SimpleNamespace(retry=retry), catalog=catalog)
-    call_path_says, _ = CallPath(server).replay_safe(  # type: ignore[arg-type]
-        "tools/call", {"name": "t"}
-    )
+    call_path_says, _ = CallPath(server).replay_safe("tools/call", {"name": "t"})
 
-    retried, reason = replay_rule(hints, retry)
+    retried, reason = replay_verdict("tools/call", {"name": "t"}, hints, retry)
 
     assert retried is call_path_says
     assert offer("s", catalog, retry).tools[0].retried_after_crash is call_path_says
     assert reason
+
+
+@pytest.mark.parametrize("hints", HINTS)
+async def test_the_bridge_resends_a_cut_call_by_the_same_rule(hints: dict[str, Any]) -> None:
+    relay = Relay("http://127.0.0.1:9/mcp/s", {}, None)
+    listing = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"tools": [{"name": "t", "annotations": hints}]},
+    }
+    relay._listings.add("1")  # as submit() notes a tools/list request it relays
+    relay._learn(1, json.dumps(listing).encode())
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}
+
+    assert relay._repeatable(call) is replay_verdict("tools/call", {"name": "t"}, hints).again
+    for method in ("tools/list", "resources/read", "server/discover"):
+        assert relay._repeatable({"jsonrpc": "2.0", "id": 3, "method": method})
 
 
 def test_rows_carry_title_description_hints_and_the_counts() -> None:

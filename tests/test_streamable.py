@@ -999,9 +999,30 @@ async def test_the_get_stream_carries_notifications_and_requests_not_tied_to_a_r
     assert await asyncio.wait_for(asking, PROMPT) == {"roots": []}
 
 
-async def test_a_server_request_with_no_stream_to_carry_it_fails_at_once(
+async def test_a_server_request_waits_for_the_clients_get_stream_then_rides_it(
     gateway: Gateway,
 ) -> None:
+    # A server may ask the moment it is initialized, before the client opened its stream.
+    session_id = await gateway.initialize()
+    session = gateway.app.sessions[session_id]
+    asking = asyncio.ensure_future(session.client_request("roots/list", None))
+    await asyncio.sleep(0)
+    stream = gateway.exchange("GET", session=session_id, headers={"accept": "text/event-stream"})
+    await stream.start()
+
+    roots = await stream.event()
+    await gateway.post(
+        {"jsonrpc": "2.0", "id": roots["id"], "result": {"roots": []}}, session=session_id
+    )
+
+    assert roots["method"] == "roots/list"
+    assert await asyncio.wait_for(asking, PROMPT) == {"roots": []}
+
+
+async def test_a_server_request_with_no_stream_to_carry_it_fails_once_none_opens(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streamable, "STREAM_WAIT_SECONDS", 0.01)
     session_id = await gateway.initialize()
     session = gateway.app.sessions[session_id]
     session.notify("notifications/message", {"level": "info"})  # dropped: nobody listens

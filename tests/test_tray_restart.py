@@ -1,10 +1,11 @@
 """Clients survive mcp-tray itself going away: a real bridge subprocess, a tray restarted under it.
 
 Strategy: an SDK client talks to a real `mcp-tray connect` bridge over
-stdio; between two of its calls the tray (a TrayService in-process, or a
-`run --headless` subprocess) is stopped or SIGKILLed and started again on
-another port. The client is never restarted: the second call must be
-answered. With no tray for longer than the bridge's wait, the call gets an
+stdio (or, for a handshake-era HTTP session, straight to the gateway's
+configured port); between two of its calls the tray (a TrayService
+in-process, or a `run --headless` subprocess) is stopped or SIGKILLed and
+started again on another port. The client is never restarted: the second
+call must be answered. With no tray for longer than the bridge's wait, the call gets an
 error naming mcp-tray, and the bridge is still there for the next try.
 """
 
@@ -27,7 +28,8 @@ from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.runtime import running_instance
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
-from tests.gateway_support import REPO, bridge_client, bridge_env, text, worker_row
+from tests.gateway_support import REPO, bridge_client, bridge_env, http_client, text, worker_row
+from tests.isolation_support import Seen, chatty, heard
 
 #: Every start on a new free port: the bridge must find the tray wherever it went.
 ANY_PORT = {"port": 0}
@@ -53,7 +55,8 @@ class Trays:
         service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
         await service.start()
         self.current = service
-        await wait_ready(service.supervisor.server("echo"))
+        for server in service.supervisor.servers.values():
+            await wait_ready(server)
         return service
 
     async def stop(self) -> None:
@@ -221,3 +224,42 @@ async def test_a_2026_07_28_client_through_the_bridge_survives_a_tray_restart(
         await trays.stop()
         await trays.start()
         assert text(await client.call_tool("echo", {"text": "two"})) == "two"
+
+
+# Subscriptions and log levels are handshake-era things (the SDK warns of 2026-07-28).
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_handshake_era_http_session_survives_a_tray_restart(
+    tray_home: Paths, tmp_path: Path, free_tcp_port: int
+) -> None:
+    log = tmp_path / "chatty.jsonl"
+    # A direct HTTP client comes back to the configured port, as its snippet says.
+    tray_home.config_file.write_text(
+        json.dumps({"gateway": {"port": free_tcp_port}, "mcpServers": {"chatty": chatty(log)}})
+    )
+    trays = Trays(tray_home)
+    seen = Seen("A")
+    try:
+        first = await trays.start()
+        async with http_client(first, "chatty", **seen.kwargs()) as client:
+            await client.subscribe_resource("chatty://a")
+            await client.set_logging_level("warning")
+            (session_id,) = first.gateway.connections
+            saved = json.loads((tray_home.state_dir / "http-sessions.json").read_text())
+            assert (tray_home.state_dir / "http-sessions.json").stat().st_mode & 0o777 == 0o600
+
+            await trays.stop()
+            second = await trays.start()
+            # The same Mcp-Session-Id goes on: no "Session not found", no new initialize.
+            answered = await client.call_tool("touch", {"uri": "chatty://a"})
+            assert list(second.gateway.connections) == [session_id]
+            await wait_until(lambda: seen.updated() == ["chatty://a"], what="its subscription")
+    finally:
+        await trays.stop()
+
+    assert text(answered) == "touched"
+    (row,) = saved["sessions"]
+    assert row["id"] == session_id and row["subscriptions"] == ["chatty://a"]
+    # The new child was told what the session had set.
+    events = [(e["event"], e.get("uri") or e.get("level")) for e in heard(log)]
+    assert events.count(("subscribe", "chatty://a")) == 2
+    assert events.count(("setLevel", "warning")) == 2

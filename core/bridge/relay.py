@@ -64,6 +64,7 @@ from core.protocol.jsonrpc import (
     unparsable_reason,
     valid_id,
 )
+from core.protocol.replay import replay_verdict, tool_annotations
 
 ACCEPT: Final = "application/json, text/event-stream"
 JSON_TYPE: Final = "application/json"
@@ -79,21 +80,6 @@ GET_STREAM_RETRY_SECONDS: Final = 1.0
 RECONNECT_WAIT_SECONDS: Final = 60.0
 #: While the tray is away, how often its runtime file is looked at again.
 RECONNECT_POLL_SECONDS: Final = 0.1
-#: Requests that change nothing (or nothing twice): safe to send again after a
-#: tray restart took them. A tools/call is safe when its tool says so.
-REPEATABLE: Final = frozenset(
-    {
-        "ping",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "server/discover",
-    }
-)
 
 #: Finds the running tray: the URL of this server's endpoint (raises InstanceError when none runs).
 Locate = Callable[[], Awaitable[str]]
@@ -133,8 +119,8 @@ class Relay:
         #: Set while the tray is reachable; cleared while it is away.
         self._reachable = asyncio.Event()
         self._reconnecting: asyncio.Task[None] | None = None
-        #: Tools whose calls are safe to repeat (learned from tools/list answers).
-        self._repeatable_tools: set[str] = set()
+        #: Each tool as the tray listed it (from tools/list answers), for the replay rule.
+        self._tools: dict[str, Any] = {}
         self._listings: set[object] = set()
         #: 2026-07-28 requests in flight, by id, so a cancellation can close their stream.
         self._stateless_calls: dict[object, asyncio.Task[None]] = {}
@@ -437,23 +423,25 @@ class Relay:
         return True
 
     def _repeatable(self, message: Any) -> bool:
+        """The replay rule (core.protocol.replay), with the hints the tray listed; the
+        bridge never sees the server's ``retry`` config, so it goes by the hints alone."""
         method = message.get("method") if isinstance(message, dict) else None
-        if method in REPEATABLE:
-            return True
-        if method == "tools/call":
-            return (message.get("params") or {}).get("name") in self._repeatable_tools
-        return False
+        if not isinstance(method, str):
+            return False
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        hints = tool_annotations(self._tools.get(str(params.get("name"))))
+        return replay_verdict(method, params, hints).again
 
     def _learn(self, request_id: Any, body: bytes) -> None:
-        """Which tools say their calls may be repeated, from the answers to tools/list."""
+        """What each tool says about repeating its calls, from the answers to tools/list."""
         if _key(request_id) not in self._listings:
             return
         self._listings.discard(_key(request_id))
         with contextlib.suppress(ValueError, RecursionError, AttributeError, TypeError):
             for tool in json.loads(body)["result"]["tools"]:
-                hints = tool.get("annotations") or {}
-                if hints.get("readOnlyHint") or hints.get("idempotentHint"):
-                    self._repeatable_tools.add(tool["name"])
+                if isinstance(tool.get("name"), str):
+                    self._tools[tool["name"]] = tool
 
     async def _answer(self, message: Any, status: int, body: bytes) -> None:
         """The gateway refused ``message``: the client hears why, under its request's id

@@ -7,16 +7,13 @@ client's file format (JSON, or TOML for Codex). The opposite direction,
 a client's servers into mcp-tray's config, is core.cli.importer.
 """
 
-import re
-from typing import Any, Final
+from typing import Any
 
 from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import SnippetError
 from core.cli import integrations
 from core.cli.desktop_entry import launcher_argv
-
-SECRET_KEY_RE: Final = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}")
+from core.protocol.headers import IDENTITY_HEADER
 
 
 def client_snippet(
@@ -55,10 +52,9 @@ def client_snippet(
                     f"{spec.label}'s config launches stdio servers only: use --bridge (the default)"
                 )
             path = spec.http_path.format(name=name)
-            entry = {
-                spec.url_key: http_url + path,
-                spec.headers_key: {"Authorization": f"Bearer {token}"},
-            }
+            # The identity header names the client in the tray's Sessions (core.serving.identity).
+            headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: spec.registered_as}
+            entry = {spec.url_key: http_url + path, spec.headers_key: headers}
             if spec.entry_types is not None:
                 entry = {"type": spec.entry_types[1], **entry}
         entries[name] = entry

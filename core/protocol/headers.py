@@ -4,6 +4,7 @@ Kept here, below both, so neither imports the other: the bridge (its own
 process) sends them, the gateway reads them.
 """
 
+from collections.abc import Iterable
 from typing import Final
 
 #: MCP streamable HTTP: the session a request belongs to (handshake era).
@@ -13,6 +14,9 @@ PROTOCOL_HEADER: Final = "mcp-protocol-version"
 #: mcp-tray's own: the client a bridge speaks for, so the gateway's session
 #: shows the real client rather than "mcp-tray connect".
 CLIENT_HEADER: Final = "x-mcp-tray-client"
+#: mcp-tray's own: the client a direct HTTP snippet of ``client-config`` was made
+#: for (its name), so a session shows the client rather than an address.
+IDENTITY_HEADER: Final = "x-mcp-tray-identity"
 #: mcp-tray's own: the bridge's worker row, so the session links to it.
 WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: mcp-tray's own: the order in which a bridge read the messages it POSTs
@@ -23,3 +27,8 @@ SEQUENCE_HEADER: Final = "x-mcp-tray-seq"
 #: shutting down: a bridge treats it as the tray going away (it reconnects,
 #: and repeats the request when that is safe) rather than as the server's answer.
 TRAY_STOPPING_REASON: Final = "mcp-tray-stopping"
+
+
+def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """An ASGI scope's headers as a dict with lower-cased names (the one decoding of them)."""
+    return {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in raw}

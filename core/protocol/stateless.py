@@ -86,6 +86,7 @@ class StatelessHandler(Protocol):
         params: Mapping[str, Any],
         envelope: Envelope,
         scope: Scope,
+        headers: Mapping[str, str],
     ) -> dict[str, Any]: ...
 
 
@@ -146,7 +147,7 @@ async def handle_stateless(
     params = message["params"]
     reply = Reply(send, {}, 1, batch=False, stream_id=None)
     ctx = StatelessContext(request_id, params, reply)
-    work = asyncio.ensure_future(handler.on_stateless(ctx, method, params, checked, scope))
+    work = asyncio.ensure_future(handler.on_stateless(ctx, method, params, checked, scope, headers))
     # In this era closing the connection is how a client cancels.
     hung_up = asyncio.ensure_future(wait_disconnect(receive))
     try:

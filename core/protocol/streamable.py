@@ -47,6 +47,7 @@ from core.protocol.headers import (
     SEQUENCE_HEADER,
     SESSION_HEADER,
     TRAY_STOPPING_REASON,
+    decode_headers,
 )
 from core.protocol.jsonrpc import (
     BATCH_PROTOCOL_VERSIONS,
@@ -86,6 +87,9 @@ SESSION_REAP_INTERVAL_SECONDS: Final = 60.0
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 #: How long a server->client request waits for the client's answer.
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
+#: How long a request not tied to a call waits for the client to open its GET stream
+#: (a client opens it right after initialize; until then there is nowhere to send it).
+STREAM_WAIT_SECONDS: Final = 5.0
 #: A numbered message waits at most this long for the ones before it.
 SEQUENCE_GAP_SECONDS: Final = 10.0
 #: The first revision whose SSE streams carry event ids and a priming event.
@@ -149,6 +153,7 @@ class HttpSession:
         self._client_requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._stream_opened = asyncio.Event()
         self._next_seq = 1
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._streams = itertools.count(1)
@@ -195,9 +200,12 @@ class HttpSession:
             if via is not None:
                 via.related(message)
             elif not self.post(message):
-                raise RpcError(
-                    INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
-                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stream_opened.wait(), STREAM_WAIT_SECONDS)
+                if not self.post(message):
+                    raise RpcError(
+                        INVALID_REQUEST, f"cannot send {method!r}: the client has no open stream"
+                    )
             return await asyncio.wait_for(future, CLIENT_REQUEST_TIMEOUT_SECONDS)
         except TimeoutError:
             raise RpcError(INTERNAL_ERROR, f"the client did not answer {method!r}") from None
@@ -270,9 +278,12 @@ class StreamableHttp:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         stateless: StatelessHandler | None = None,
+        adopt: Callable[[str, Scope], HttpSession | None] | None = None,
     ) -> None:
         self._factory = handler_factory
         self._stateless = stateless
+        #: Brings back a session this endpoint does not hold (one of a previous tray's).
+        self._adopt = adopt
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, HttpSession] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -309,9 +320,13 @@ class StreamableHttp:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = decode_headers(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
+        if session is None and session_id and self._adopt is not None:
+            session = self._adopt(session_id, scope)
+            if session is not None:
+                self.sessions[session.id] = session
         version = headers.get(PROTOCOL_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             if self._stateless is not None and session_id is None:
@@ -556,6 +571,7 @@ class StreamableHttp:
             return
         stream: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         session._stream = stream
+        session._stream_opened.set()
         await start_sse(send, {SESSION_HEADER: session.id})
         disconnected = asyncio.ensure_future(wait_disconnect(receive))
         try:
@@ -589,6 +605,7 @@ class StreamableHttp:
             disconnected.cancel()
             if session._stream is stream:
                 session._stream = None
+                session._stream_opened.clear()
             session.last_active = time.monotonic()
 
 

@@ -16,7 +16,7 @@ able to drive mcp-tray through DNS rebinding).
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.protocol.headers import decode_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
@@ -118,7 +119,7 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = decode_headers(scope["headers"])
         if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
             # Which one counts is a guess (a proxy may take the first, we the last): none does.
             await _refusal(
@@ -172,6 +173,10 @@ class ControlTarget(Protocol):
 
     def raise_window(self) -> bool: ...
 
+    async def call_tool(
+        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+    ) -> dict[str, Any]: ...
+
 
 def control_routes(target: ControlTarget) -> list[BaseRoute]:
     supervisor = target.supervisor
@@ -223,9 +228,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
                 "bad-request",
             )
         try:
-            result = await supervisor.call_tool(
-                name, body["tool"], arguments, timeout=float(timeout)
-            )
+            result = await target.call_tool(name, body["tool"], arguments, float(timeout))
         except UnknownServer as exc:
             return _error(404, str(exc), "unknown-server")
         except CallError as exc:

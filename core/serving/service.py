@@ -14,7 +14,7 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,13 +40,13 @@ from core.serving.http_guard import (
 )
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
+from core.serving.session_store import SESSIONS_FILE
 from core.serving.sessions import ClientSession, SessionTable
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
 from core.settings.secrets import load_or_create_token, resolve_env
 from core.supervision.run import Timing
-from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor, Views
 
 logger = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class TrayService:
             self.sessions,
             self,
             config.gateway.max_body_bytes,
+            sessions_file=paths.state_dir / SESSIONS_FILE,
         )
         self._metrics = Metrics(
             SnapshotCollector(
@@ -136,6 +137,8 @@ class TrayService:
         if self.subreaper:
             backends().reaper.enable(self.supervisor.owner)
         try:
+            # The previous tray's sessions: only the instance holding the lock may read them.
+            await asyncio.to_thread(self.gateway.store.load)
             # Bound before any child starts, so a port problem is known (and
             # listed) from the first snapshot on; the lookup of who holds a
             # taken port reads /proc, hence the thread.
@@ -209,9 +212,6 @@ class TrayService:
 
     # ------------------------------------------------------ gateway hooks
 
-    def private_server(self, shared: ManagedServer, session_id: str) -> ManagedServer:
-        return self.supervisor.add_private(shared.config, session_id)
-
     def session_opened(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_opened(session)
@@ -219,6 +219,19 @@ class TrayService:
     def session_closed(self, session: ClientSession) -> None:
         if self.workers is not None:
             self.workers.session_closed(session)
+
+    def worker_alive(self, identity: str) -> bool | None:
+        """Whether a bridge's worker row is live (None: no registry to ask)."""
+        if self.workers is None or self.workers.registry is None:
+            return None
+        row = next((r for r in self.workers.rows if r.get("worker_identity") == identity), None)
+        return row is not None and row.get("status") == "live"
+
+    async def call_tool(
+        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+    ) -> dict[str, Any]:
+        """A tool call of mcp-tray's own (the command line): through the gateway's pipeline."""
+        return await self.gateway.pipeline.own_call(name, tool, arguments, timeout)
 
     # ------------------------------------------------------------ HTTP
 

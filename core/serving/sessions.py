@@ -56,6 +56,8 @@ class ClientSession:
     #: Called when the session trips or closes, to release what it holds
     #: (a per-session child). Set by the gateway.
     release: Callable[[], Any] | None = None
+    #: The client's roots (``roots/list`` result's ``roots``), once asked; None: not yet.
+    roots: tuple[dict[str, Any], ...] | None = None
 
     @property
     def tripped(self) -> bool:

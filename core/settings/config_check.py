@@ -450,7 +450,10 @@ class _Checker:
             raise self.error(
                 [*keys, "sharing"],
                 f"must be one of {', '.join(SHARING_MODES)}, got {_describe(sharing)}",
-                fix='"shared" runs one child for all clients; "per-session" one per client session',
+                fix=(
+                    '"shared" runs one child for all clients; "per-session" one per client '
+                    'session; "per-workspace" one per project (the folders a client works in)'
+                ),
             )
         protocol = entry.get("protocol", "auto")
         if protocol not in PROTOCOL_MODES:

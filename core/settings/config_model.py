@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Final, Literal
 
 RetryPolicy = Literal["safe", "always", "never"]
-Sharing = Literal["shared", "per-session"]
+Sharing = Literal["shared", "per-session", "per-workspace"]
 
 RETRY_POLICIES: Final = ("safe", "always", "never")
-SHARING_MODES: Final = ("shared", "per-session")
+SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
 #: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
 PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 

@@ -2,19 +2,26 @@
 
 A call that finds the child dead asks for ONE respawn and waits for a *new*
 ready session; a call whose child dies under it is cancelled at once and
-replayed once only when that is safe. Nothing here hot-cycles a server:
-every call asks for at most one respawn, and what happens after that is the
-rapid-drop budget's decision. The call path never decides that a run is
-dead or ready; it reads and waits on what the run loop decided
-(core.supervision.run).
+replayed once only when that is safe (the one replay rule,
+core.protocol.replay). Nothing here hot-cycles a server: every call asks for
+at most one respawn, and what happens after that is the rapid-drop budget's
+decision. The call path never decides that a run is dead or ready; it reads
+and waits on what the run loop decided (core.supervision.run).
+
+It is blind to the era of whoever asked: a request goes to the child in the
+child's own era (with the caller's envelope for a 2026-07-28 child, without
+one for a handshake-era child) and the child's answer comes back as it was.
+Turning that into the caller's era is the gateway's business
+(core.serving.translate), which calls back in here for every round.
 """
 
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import Any, Protocol
 
-from core.base.clock import wait_within
+from core.base.clock import Clock, wait_within
 from core.base.errors import (
     BreakerOpen,
     CallError,
@@ -30,53 +37,55 @@ from core.base.errors import (
     UpstreamError,
 )
 from core.base.states import BreakerState, ServerState
-from core.protocol.eras import (
-    INPUT_REQUIRED,
-    LATEST_MODERN_VERSION,
-    as_handshake,
-    with_envelope,
-    without_envelope,
-)
-from core.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
-from core.supervision.routing import Caller, ServerRequestRouter
-from core.supervision.run import Run
-from core.supervision.upstream import OWN_ENVELOPE, Upstream
-
-if TYPE_CHECKING:
-    from core.supervision.server import ManagedServer
+from core.protocol.eras import LATEST_MODERN_VERSION, with_envelope, without_envelope
+from core.protocol.jsonrpc import REQUEST_TIMEOUT
+from core.protocol.replay import replay_verdict
+from core.settings.config import ServerConfig
+from core.supervision.breakers import ServerBreaker
+from core.supervision.catalog import Catalog
+from core.supervision.routing import Caller, Routing
+from core.supervision.run import Run, Timing
+from core.supervision.upstream import OWN_ENVELOPE
 
 S = ServerState
 
-#: Rounds of ``input_required`` mcp-tray answers for one request of a handshake-era client.
-MAX_INPUT_ROUNDS: Final = 10
-#: A round with state but no question waits this long, doubling up to the cap.
-STATE_ONLY_PAUSE_SECONDS: Final = 0.05
-STATE_ONLY_PAUSE_CAP_SECONDS: Final = 0.25
 
-#: Methods that change nothing on the server, or change it idempotently: a
-#: call of one of these cut by a crash is replayed after the respawn.
-REPEATABLE_METHODS: Final = frozenset(
-    {
-        "ping",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "logging/setLevel",
-    }
-)
+class CallSite(Protocol):
+    """What the call path reads of its server, and the little it may ask of it."""
 
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def timing(self) -> Timing: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def state(self) -> ServerState: ...
+    @property
+    def parked_reason(self) -> str | None: ...
+    @property
+    def wanted(self) -> bool: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def current_run(self) -> Run | None: ...
+    @property
+    def log_path(self) -> Path: ...
+    @property
+    def breaker(self) -> ServerBreaker: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def routing(self) -> Routing: ...
 
-async def _ask(router: ServerRequestRouter, request: Any) -> dict[str, Any]:
-    """One input request of an ``input_required`` result, asked the handshake-era way."""
-    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-        raise RpcError(INVALID_PARAMS, f"malformed input request from the server: {request!r}")
-    return await router(request["method"], request.get("params"))
+    def changed(self) -> asyncio.Event: ...
+    def request_respawn(self) -> None: ...
+    def prove(self, run: Run) -> None: ...
+    def breaker_moved(self) -> None: ...
+    def note_error(self, text: str) -> None: ...
+    def call_done(self, method: str, started: float, *, ok: bool) -> None: ...
 
 
 class _RunDied(Exception):
@@ -91,15 +100,18 @@ class _WindowOver(Exception):
 
 
 class CallPath:
-    def __init__(self, server: "ManagedServer") -> None:
+    def __init__(self, server: CallSite) -> None:
         self._server = server
+        #: Requests forwarded, and those that failed (for /metrics); only written here.
+        self.calls = 0
+        self.failures = 0
 
     async def request(
         self, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
         """Forward one request (docs/design.md §3.3). Raises ``CallError``."""
         server = self._server
-        server.calls += 1
+        self.calls += 1
         refusal: CallError | None = None
         breaker = server.breaker
         if server.state is S.PARKED:
@@ -114,14 +126,14 @@ class CallPath:
                 )
         if refusal is not None:
             # Refused before anything was sent: counted, never spawned for.
-            server.failures += 1
+            self.failures += 1
             raise refusal
         call_id = server.routing.open_call(caller)
         started = time.perf_counter()
         try:
             result = await self._deliver(method, params, caller)
         except CallError as exc:
-            server.failures += 1
+            self.failures += 1
             server.call_done(method, started, ok=False)
             if isinstance(exc, TransportFailure):
                 breaker.failure(str(exc), incident=exc.generation)
@@ -137,7 +149,7 @@ class CallPath:
                 breaker.success()
             else:
                 breaker.neutral()
-            server.last_error = str(exc)
+            server.note_error(str(exc))
             server.breaker_moved()
             raise
         except BaseException:
@@ -202,31 +214,23 @@ class CallPath:
     async def _send(
         self, run: Run, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
+        """The request on the child's own terms; its answer as the child gave it."""
         upstream = run.upstream
         if upstream is None:
             raise ConnectionLost("no upstream session")
         timeout = caller.timeout
         catalog = self._server.catalog
+        if catalog.modern:
+            envelope = (caller.envelope or OWN_ENVELOPE)._replace(
+                version=catalog.version or LATEST_MODERN_VERSION
+            )
+            sent: Mapping[str, Any] | None = with_envelope(params, envelope)
+        else:
+            sent = without_envelope(params)
         try:
-            if not catalog.modern:
-                result = await upstream.request(
-                    method,
-                    without_envelope(params),
-                    timeout=timeout,
-                    on_progress=caller.on_progress,
-                )
-            else:
-                envelope = (caller.envelope or OWN_ENVELOPE)._replace(
-                    version=catalog.version or LATEST_MODERN_VERSION
-                )
-                sent = with_envelope(params, envelope)
-                result = await upstream.request(
-                    method, sent, timeout=timeout, on_progress=caller.on_progress
-                )
-                if not caller.modern:
-                    result = as_handshake(
-                        await self._fulfil(upstream, method, sent, result, caller)
-                    )
+            result = await upstream.request(
+                method, sent, timeout=timeout, on_progress=caller.on_progress
+            )
         except RpcError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 if not run.alive():
@@ -237,55 +241,6 @@ class CallPath:
         self._server.prove(run)
         return result
 
-    async def _fulfil(
-        self,
-        upstream: Upstream,
-        method: str,
-        params: Mapping[str, Any],
-        result: dict[str, Any],
-        caller: Caller,
-    ) -> dict[str, Any]:
-        """Answer a 2026-07-28 child's ``input_required`` for a client of the handshake era.
-
-        Each input request goes to the caller as the server->client request it
-        stands for (sampling, elicitation, roots); the request is then sent
-        again with the answers and the child's ``requestState``, until it is
-        complete (at most ``MAX_INPUT_ROUNDS`` rounds).
-        """
-        pause = STATE_ONLY_PAUSE_SECONDS
-        for _ in range(MAX_INPUT_ROUNDS):
-            if result.get("resultType") != INPUT_REQUIRED:
-                return result
-            asked = result.get("inputRequests")
-            requests = asked if isinstance(asked, dict) else {}
-            if requests and caller.on_server_request is None:
-                raise RpcError(
-                    METHOD_NOT_FOUND,
-                    f"{method!r} needs input from a client ({', '.join(sorted(requests))}), "
-                    "and this call came from mcp-tray itself",
-                )
-            answers: dict[str, Any] = {}
-            if requests:
-                router = caller.on_server_request
-                assert router is not None
-                keys = list(requests)
-                replies = await asyncio.gather(*(_ask(router, requests[key]) for key in keys))
-                answers = dict(zip(keys, replies, strict=True))
-            else:
-                # Only state, no question: the server is working; ask again soon.
-                await self._server.clock.sleep(pause)
-                pause = min(pause * 2, STATE_ONLY_PAUSE_CAP_SECONDS)
-            retry = {**params, "inputResponses": answers}
-            if "requestState" in result:
-                retry["requestState"] = result["requestState"]
-            result = await upstream.request(
-                method, retry, timeout=caller.timeout, on_progress=caller.on_progress
-            )
-        raise RpcError(
-            INTERNAL_ERROR,
-            f"{method!r}: the server asked for input more than {MAX_INPUT_ROUNDS} times",
-        )
-
     async def _confirm_dead(self, run: Run) -> None:
         """A closed transport means the run is ending; wait until the run loop says so."""
         server = self._server
@@ -294,25 +249,18 @@ class CallPath:
             run.exit_text = "the connection to it closed"
 
     def replay_safe(self, method: str, params: Mapping[str, Any] | None) -> tuple[bool, str]:
-        """Whether a call cut by a crash may be sent again, and if not, why."""
+        """Whether a call cut by a crash may be sent again, and if not, why (core.protocol.replay)."""
         server = self._server
-        policy = server.config.retry
-        if policy == "always":
-            return True, ""
-        if policy == "never":
-            return False, 'this server\'s config says "retry": "never"'
-        if method in REPEATABLE_METHODS:
-            return True, ""
-        if method == "tools/call":
-            name = (params or {}).get("name")
-            annotations = server.catalog.tool_annotations(name)
-            if annotations.get("readOnlyHint") or annotations.get("idempotentHint"):
-                return True, ""
-            return False, (
-                f"tool {name!r} is not marked readOnlyHint or idempotentHint; "
-                f'set "retry": "always" on server {server.name!r} if its calls are safe to repeat'
-            )
-        return False, f"{method!r} is not known to be safe to repeat"
+        name = (params or {}).get("name") if method == "tools/call" else None
+        verdict = replay_verdict(
+            method, params, server.catalog.tool_annotations(name), server.config.retry
+        )
+        if verdict.again or method != "tools/call" or server.config.retry != "safe":
+            return verdict
+        return verdict.again, (
+            f'{verdict.why}; set "retry": "always" on server {server.name!r} if its calls '
+            "are safe to repeat"
+        )
 
     async def _await_fresh(self, dead: Run) -> Run:
         """After asking for a respawn: a new, ready, living run, or the truth about why not."""

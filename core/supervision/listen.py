@@ -12,14 +12,25 @@ notifications.
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.eras import with_envelope
+from core.supervision.catalog import Catalog
+from core.supervision.routing import Routing
 from core.supervision.upstream import OWN_ENVELOPE, Upstream
 
-if TYPE_CHECKING:
-    from core.supervision.server import ManagedServer
+
+class ListenHost(Protocol):
+    """What the listen stream reads of its server."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def routing(self) -> Routing: ...
+
+    def log(self, line: str) -> None: ...
+
 
 #: Capability kinds and the listen filter each one's ``listChanged`` turns on.
 LIST_FILTERS = {
@@ -43,7 +54,7 @@ def listen_filter(capabilities: Mapping[str, Any], uris: set[str]) -> dict[str, 
 
 
 class UpstreamListen:
-    def __init__(self, server: "ManagedServer") -> None:
+    def __init__(self, server: ListenHost) -> None:
         self._server = server
         self._upstream: Upstream | None = None
         self._task: asyncio.Task[None] | None = None

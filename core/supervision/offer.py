@@ -5,16 +5,17 @@ API's ``GET /api/v1/servers/{name}/tools``, ``mcp-tray tools NAME``), from
 the server's ``Catalog`` (its last listings, kept across respawns).
 
 Each tool says whether mcp-tray retries a call to it that a crash cut
-(docs/design.md §3.3): the rule of ``CallPath.replay_safe`` — the server's ``retry``
-config ``"always"`` or ``"never"`` decides outright; otherwise the tool's
-``readOnlyHint`` or ``idempotentHint`` makes it safe. A test keeps this
-module and the call path agreeing.
+(docs/design.md §3.3): the one replay rule (core.protocol.replay) that the call path
+and the bridge apply too — the server's ``retry`` config ``"always"`` or
+``"never"`` decides outright; otherwise the tool's ``readOnlyHint`` or
+``idempotentHint`` makes it safe.
 """
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from core.protocol.replay import replay_verdict
 from core.supervision.catalog import Catalog
 from core.supervision.server import ManagedServer
 
@@ -60,19 +61,6 @@ class ServerOffer:
         }
 
 
-def replay_rule(annotations: Mapping[str, Any], retry: str) -> tuple[bool, str]:
-    """Whether a ``tools/call`` cut by a crash is retried, and why, in words."""
-    if retry == "always":
-        return True, 'the server\'s config says "retry": "always"'
-    if retry == "never":
-        return False, 'the server\'s config says "retry": "never"'
-    if annotations.get("readOnlyHint"):
-        return True, "the tool is marked readOnlyHint"
-    if annotations.get("idempotentHint"):
-        return True, "the tool is marked idempotentHint"
-    return False, "the tool is not marked readOnlyHint or idempotentHint"
-
-
 def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -86,7 +74,7 @@ def offer(name: str, catalog: Catalog, retry: str) -> ServerOffer:
             continue
         annotations = tool.get("annotations")
         hints: Mapping[str, Any] = annotations if isinstance(annotations, dict) else {}
-        retried, reason = replay_rule(hints, retry)
+        retried, reason = replay_verdict("tools/call", None, hints, retry)
         rows.append(
             ToolRow(
                 name=tool_name,

@@ -1,24 +1,40 @@
-"""Server -> client traffic of one server, and the client-set state a respawn replays.
+"""Server -> client traffic of one child: whose is it? One rule, for requests and logs alike.
 
-A child's own requests (sampling, elicitation, roots) go to exactly one
-client session, never a guess (docs/design.md §3.10, isolation on shared servers):
+A stdio pipe says nothing about which call a child's own request (sampling,
+elicitation) or log line belongs to: one made by a tool during its call and
+one made later by work that tool left running look the same. So mcp-tray
+attributes by what it can see, and refuses what it cannot (docs/design.md §3.10):
 
-- during calls of one session only: that session's newest call answers it;
-- during calls of several sessions: nothing in a stdio message says which
-  call it belongs to, so mcp-tray fails closed: the child gets an error
-  naming ``"sharing": "per-session"`` and the tray warns once;
-- outside any call: the one session attached to the server answers, and
-  with several attached the same fail-closed error.
+- **during calls of exactly one client session**: that session (its newest
+  call). "Exactly one" counts every session whose call ran since the last
+  moment no call was in flight: a session whose call ended while another's
+  was running may have left work behind that asks now, and nothing tells
+  the two apart;
+- **during calls of several sessions**: nobody. A request is refused with an
+  error naming the sharing modes (the tray warns once); a log line stays in
+  the tray's own log;
+- **outside any call**: the server's only attached session; with several,
+  refused (requests) or kept in the tray (logs). Never a session merely
+  because its call happens to be in flight.
 
-Notifications go to listeners (the gateway decides who receives what).
-Subscriptions and the log level are replayed on every new child, so a
-respawn does not silently drop them.
+A call waiting for its client's answer (a 2026-07-28 client's parked call)
+asks nothing meanwhile, so it does not count as in flight.
+
+Roots follow a stricter rule: a shared child is never given one session's
+roots on another's behalf. Only the only attached session answers
+``roots/list``; a child of one session (or of one workspace) is answered
+from that session's (workspace's) roots; when the sessions attached to a
+child that asked for roots change, it is told ``roots/list_changed`` so it
+asks again.
+
+Subscriptions and the log level clients set are replayed on every new
+child, so a respawn does not silently drop them.
 """
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, Protocol
 
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.eras import Envelope
@@ -27,8 +43,13 @@ from core.supervision.upstream import Upstream
 
 ServerRequestRouter = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
 NotificationListener = Callable[[str, str, Mapping[str, Any] | None], None]
-#: Told (method, why) the first time a server request could not be placed.
+#: Told (method, why) when a server request could not be placed (the server warns once).
 AmbiguityListener = Callable[[str, str], None]
+#: The roots of the one session (or workspace) a child serves.
+RootsSource = Callable[[], Awaitable[dict[str, Any]]]
+
+ROOTS_LIST: Final = "roots/list"
+ROOTS_CHANGED: Final = "notifications/roots/list_changed"
 
 
 @dataclass(frozen=True)
@@ -41,31 +62,67 @@ class Caller:
     timeout: float | None = None
     #: Receives the server's progress notifications of this request.
     on_progress: ProgressFn | None = None
-    #: Answers the server's own requests (sampling, elicitation, roots) made for this call.
+    #: Answers the server's own requests (sampling, elicitation) made during this call.
     on_server_request: ServerRequestRouter | None = None
     #: The client's envelope (its capabilities, info and log level), sent to a
     #: 2026-07-28 child with the request (None: mcp-tray's own).
     envelope: Envelope | None = None
-    #: The client speaks 2026-07-28 itself: an ``input_required`` result goes
-    #: back to it as is (else mcp-tray asks the client and retries for it).
-    modern: bool = False
+    #: True while the call waits for its client's answer (it asks nothing then).
+    waiting: Callable[[], bool] | None = None
 
 
 #: A request on mcp-tray's own behalf (the CLI, the API): no client behind it.
 NO_CALLER: Final = Caller()
 
 
+class Attached(Protocol):
+    """A client session attached to a child, as the router sees it."""
+
+    async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A server request outside any call (``RpcError`` when the client cannot be asked)."""
+        ...
+
+    async def roots(self) -> dict[str, Any]:
+        """The session's answer to ``roots/list``."""
+        ...
+
+
+class Owner(NamedTuple):
+    """The one session a server message belongs to, and its call (None: outside any call)."""
+
+    session: str | None
+    call: Caller | None
+
+
+class Unplaced(NamedTuple):
+    """Nobody can be told: why, and whether it is ambiguity (several candidates)."""
+
+    why: str
+    ambiguous: bool
+
+
 class Routing:
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, *, shared: bool = True) -> None:
         self.server = server
+        #: Several client sessions may attach (``"sharing": "shared"``).
+        self.shared = shared
         self.listeners: list[NotificationListener] = []
         self.on_ambiguous: AmbiguityListener | None = None
+        #: Told once, the first time this shared child asks for roots.
+        self.on_shared_roots: Callable[[], None] | None = None
+        #: Called when the attached sessions changed and the child should ask for roots again.
+        self.on_roots_stale: Callable[[], None] | None = None
+        #: A child of one session or one workspace: where its roots come from.
+        self.roots_source: RootsSource | None = None
         #: Calls in flight, oldest first.
         self._calls: dict[int, Caller] = {}
         self._call_ids = 0
-        #: Client sessions attached to this server that can answer a server
-        #: request made outside any call.
-        self._attached: dict[str, ServerRequestRouter] = {}
+        #: Sessions whose calls ran since the last moment no call was in flight.
+        self._window: set[str | None] = set()
+        #: Client sessions attached to this child, in attach order.
+        self._attached: dict[str, Attached] = {}
+        #: The child asked for roots in its current run (it is told when they change).
+        self.asked_roots = False
         #: Client-set state replayed on every new child.
         self.subscriptions: set[str] = set()
         self.log_level: str | None = None
@@ -75,60 +132,131 @@ class Routing:
     def open_call(self, caller: Caller) -> int:
         self._call_ids += 1
         self._calls[self._call_ids] = caller
+        self._window.add(caller.session)
         return self._call_ids
 
     def close_call(self, call_id: int) -> None:
         self._calls.pop(call_id, None)
+        if not self._calls:
+            self._window.clear()  # the common case: nothing else was in flight
+        else:
+            self.settle()
+
+    def settle(self) -> None:
+        """Forget who called once nothing is in flight (a waiting call asks nothing)."""
+        if not self._active():
+            self._window.clear()
+        else:
+            self._window.update(caller.session for caller in self._active())
+
+    def _active(self) -> list[Caller]:
+        return [c for c in self._calls.values() if c.waiting is None or not c.waiting()]
 
     def sessions_in_flight(self) -> set[str | None]:
-        return {caller.session for caller in self._calls.values()}
+        return {caller.session for caller in self._active()}
 
-    def attach(self, session: str, router: ServerRequestRouter) -> None:
-        self._attached[session] = router
+    # ------------------------------------------------------ attached sessions
+
+    def attach(self, session: str, attached: Attached) -> None:
+        new = session not in self._attached
+        self._attached[session] = attached
+        if new:
+            self._roots_changed()
 
     def detach(self, session: str) -> None:
-        self._attached.pop(session, None)
+        if self._attached.pop(session, None) is not None:
+            self._roots_changed()
 
     @property
     def attached(self) -> list[str]:
         return list(self._attached)
 
+    def _roots_changed(self) -> None:
+        # Whose roots a shared child may use changed: it asks again (and is
+        # answered, or refused, by the rule below).
+        if self.shared and self.asked_roots and self.on_roots_stale is not None:
+            self.on_roots_stale()
+
+    def new_run(self) -> None:
+        """A new child: it has asked nothing yet."""
+        self.asked_roots = False
+
+    # ------------------------------------------------------------- the rule
+
+    def attribute(self) -> Owner | Unplaced:
+        """The one session a server request or log line made now belongs to."""
+        active = self._active()
+        if active:
+            calling = {caller.session for caller in active}
+            if len(calling) > 1:
+                return Unplaced(f"calls of {len(calling)} client sessions are in flight", True)
+            if len(self._window | calling) > 1:
+                return Unplaced(
+                    "another client session's call ended while this one's ran, and whatever "
+                    "that call left running cannot be told apart from this one",
+                    True,
+                )
+            return Owner(active[-1].session, active[-1])
+        if len(self._attached) == 1:
+            return Owner(next(iter(self._attached)), None)
+        if not self._attached:
+            return Unplaced("no client session is connected to answer it", False)
+        return Unplaced(
+            f"{len(self._attached)} client sessions are connected and no call is in flight", True
+        )
+
     async def route_request(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Hand a server's own request to the one session it can belong to."""
         if method == "ping":
             return {}  # a liveness check of mcp-tray itself: no client needs to hear it
-        return await self._router_for(method)(method, params)
+        if method == ROOTS_LIST:
+            return await self._roots()
+        owner = self.attribute()
+        if isinstance(owner, Unplaced):
+            raise self._refusal(method, owner)
+        if owner.call is None:
+            return await self._attached[str(owner.session)].ask(method, params)
+        router = owner.call.on_server_request
+        if router is None:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                f"{method!r}: the call in flight came from mcp-tray itself (the command "
+                "line or the window), which cannot answer it",
+            )
+        return await router(method, params)
 
-    def _router_for(self, method: str) -> ServerRequestRouter:
-        calls = list(self._calls.values())
-        if calls:
-            sessions = {caller.session for caller in calls}
-            if len(sessions) > 1:
-                raise self._ambiguous(
-                    method, f"calls of {len(sessions)} client sessions are in flight"
-                )
-            router = calls[-1].on_server_request
-            if router is None:
-                raise RpcError(
-                    METHOD_NOT_FOUND,
-                    f"{method!r}: the call in flight came from mcp-tray itself (the command "
-                    "line or the window), which cannot answer it",
-                )
-            return router
+    async def _roots(self) -> dict[str, Any]:
+        self.asked_roots = True
+        if self.roots_source is not None:
+            return await self.roots_source()
+        if self.on_shared_roots is not None:
+            self.on_shared_roots()
         if len(self._attached) == 1:
-            return next(iter(self._attached.values()))
+            ((session, attached),) = self._attached.items()
+            calls = [c for c in self._active() if c.session == session and c.on_server_request]
+            if calls and calls[-1].on_server_request is not None:
+                # Its call in flight is a stream to ask on, open or not the session's own.
+                return await calls[-1].on_server_request(ROOTS_LIST, None)
+            return await attached.roots()
         if not self._attached:
             raise RpcError(
-                METHOD_NOT_FOUND, f"{method!r}: no client session is connected to answer it"
+                METHOD_NOT_FOUND, f"{ROOTS_LIST!r}: no client session is connected to answer it"
             )
-        raise self._ambiguous(
-            method, f"{len(self._attached)} client sessions are connected and no call is in flight"
+        # The warning was given above (once per server), this refusal names the fix too.
+        raise RpcError(
+            INTERNAL_ERROR,
+            f"mcp-tray will not give shared server {self.server!r} one client session's roots "
+            f"on behalf of the {len(self._attached)} sessions that share it. Set "
+            f'"sharing": "per-workspace" on {self.server!r} in mcp-tray\'s config (one child '
+            'per project) or "sharing": "per-session" (one child per client session)',
         )
 
-    def _ambiguous(self, method: str, why: str) -> RpcError:
+    def _refusal(self, method: str, unplaced: Unplaced) -> RpcError:
+        if not unplaced.ambiguous:
+            return RpcError(METHOD_NOT_FOUND, f"{method!r}: {unplaced.why}")
         text = (
-            f"mcp-tray cannot tell which client session {method!r} is for ({why} on shared "
-            f"server {self.server!r}), so it refused it rather than guess. "
+            f"mcp-tray cannot tell which client session {method!r} is for ({unplaced.why} on "
+            f"shared server {self.server!r}), so it refused it rather than guess. "
             f'Set "sharing": "per-session" on {self.server!r} in mcp-tray\'s config to give '
             "each client session a child of its own"
         )

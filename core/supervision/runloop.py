@@ -11,29 +11,87 @@ through the server's one writer, ``ManagedServer.change_state``.
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from core import __version__
-from core.base.clock import wait_within
+from core.base.clock import Clock, wait_within
 from core.base.errors import ConnectionLost, RpcError, SpawnError
-from core.base.snapshot import Event, EventKind
+from core.base.snapshot import AlertKind, Event, EventKind
 from core.base.states import ServerState
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY
-from core.supervision.catalog import LIST_KINDS
-from core.supervision.child import ChildProcess, child_environment, describe_returncode
-from core.supervision.run import Run
+from core.protocol.jsonrpc import REQUEST_TIMEOUT
+from core.settings.config import ServerConfig
+from core.supervision.catalog import LIST_KINDS, Catalog
+from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
+from core.supervision.listen import UpstreamListen
+from core.supervision.logs import LogSink
+from core.supervision.restart_policy import Backoff, RapidDropBudget
+from core.supervision.routing import Routing
+from core.supervision.run import Run, Timing
 from core.supervision.upstream import Upstream
-
-if TYPE_CHECKING:
-    from core.supervision.server import ManagedServer
 
 S = ServerState
 
 
+class RunHost(Protocol):
+    """What the run loop reads of its server, and what it may change there (each
+    through the server's one writer: ``change_state``, ``park``, ``prove``, ``note_error``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def timing(self) -> Timing: ...
+    @property
+    def spawner(self) -> Spawner: ...
+    @property
+    def env_resolver(self) -> Callable[[ServerConfig], Mapping[str, str]]: ...
+    @property
+    def budget(self) -> RapidDropBudget: ...
+    @property
+    def backoff(self) -> Backoff: ...
+    @property
+    def respawn_now(self) -> asyncio.Event: ...
+    @property
+    def state(self) -> ServerState: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def routing(self) -> Routing: ...
+    @property
+    def listen(self) -> UpstreamListen: ...
+    @property
+    def logs(self) -> LogSink: ...
+    @property
+    def stderr_tail(self) -> deque[str]: ...
+
+    def change_state(self, new: ServerState, why: str) -> None: ...
+    def park(self, reason: str) -> None: ...
+    def prove(self, run: Run) -> None: ...
+    def note_error(self, text: str) -> None: ...
+    def log(self, line: str) -> None: ...
+    def broadcast(self) -> None: ...
+    def publish(
+        self, kind: EventKind, text: str | None = None, alert: AlertKind | None = None
+    ) -> None: ...
+    def emit(self, event: Event) -> None: ...
+
+
 class RunLoop:
-    def __init__(self, server: "ManagedServer") -> None:
+    def __init__(self, server: RunHost) -> None:
         self.server = server
+        #: The run counter (+1 on every spawn), the respawns, and the newest run:
+        #: only the run loop writes them.
+        self.generation = 0
+        self.restarts = 0
+        self.current_run: Run | None = None
 
     async def supervise(self) -> None:
         server = self.server
@@ -63,17 +121,18 @@ class RunLoop:
     async def run_once(self) -> Run:
         server = self.server
         server.respawn_now.clear()
-        server.generation += 1
-        if server.generation > 1:
-            server.restarts += 1
-        run = Run(server.generation, server.clock.monotonic())
-        server.current_run = run
+        self.generation += 1
+        if self.generation > 1:
+            self.restarts += 1
+        run = Run(self.generation, server.clock.monotonic())
+        self.current_run = run
+        server.routing.new_run()
         server.change_state(S.STARTING, f"spawning generation {run.generation}")
         try:
             child = await self.spawn()
         except SpawnError as exc:
             run.mark_dead(exc.reason)
-            server.last_error = f"failed to start: {exc.reason}"
+            server.note_error(f"failed to start: {exc.reason}")
             server.log(f"generation {run.generation} failed to start: {exc.reason}")
             server.broadcast()
             if exc.permanent:
@@ -150,7 +209,7 @@ class RunLoop:
                         await asyncio.gather(health, return_exceptions=True)
                 elif failure is not None:
                     detail = _describe_failure(failure)
-                    server.last_error = f"start failed: {detail}"
+                    server.note_error(f"start failed: {detail}")
                     # The child is alive but unusable: the stop contract ends it.
                     if child.is_alive():
                         await child.stop(server.timing.stop, server.log, server.clock)
@@ -158,6 +217,17 @@ class RunLoop:
                         run,
                         f"{describe_returncode(child.returncode)} during the handshake ({detail})",
                     )
+                    if (
+                        isinstance(failure, RpcError)
+                        and failure.code != REQUEST_TIMEOUT
+                        and server.config.protocol != "auto"
+                    ):
+                        # It answered, and refused the era it is pinned to: starting
+                        # it again would only be refused again.
+                        server.park(
+                            f'it does not speak the era its config pins ("protocol": '
+                            f'"{server.config.protocol}"): {detail}'
+                        )
                 else:
                     await ended
             finally:
@@ -205,7 +275,7 @@ class RunLoop:
                 params["_meta"] = rest
         if method.endswith("/list_changed"):
             kind = method.split("/")[1]
-            run = server.current_run
+            run = self.current_run
             if run is not None and run.upstream is not None and kind in LIST_KINDS:
                 with contextlib.suppress(RpcError, ConnectionLost):
                     await server.catalog.refresh(run.upstream, only=kind)
@@ -240,7 +310,7 @@ class RunLoop:
         if run.intentional:
             server.broadcast()
             return
-        server.last_error = f"generation {run.generation} {text}"
+        server.note_error(f"generation {run.generation} {text}")
         server.change_state(S.EXITED, text)
 
     async def finish(
@@ -260,7 +330,7 @@ class RunLoop:
 
     def account_end(self, run: Run) -> None:
         server = self.server
-        if run.intentional:
+        if run.intentional or server.state is S.PARKED:
             return
         if run.proven or server.clock.monotonic() - run.started >= server.config.keepalive_seconds:
             server.prove(run)

@@ -31,7 +31,7 @@ from core.supervision.child import ChildProcess, Spawner
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
-from core.supervision.routing import NO_CALLER, Caller, Routing
+from core.supervision.routing import NO_CALLER, ROOTS_CHANGED, Caller, Routing
 from core.supervision.run import Run, Timing
 from core.supervision.runloop import RunLoop
 
@@ -76,28 +76,27 @@ class ManagedServer:
         self._breaker_published = self.breaker.state
         self.env_resolver = env_resolver or (lambda cfg: cfg.env)
         self.state = S.STOPPED
-        self.generation = 0
-        self.restarts = 0
         self.parked_reason: str | None = None
-        self.last_error: str | None = None
+        self._last_error: str | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
         #: Last known capabilities and lists, served to clients while it respawns.
         self.catalog = Catalog()
-        self.routing = Routing(self.name)
+        self.routing = Routing(self.name, shared=config.sharing == "shared")
         self.routing.on_ambiguous = self._ambiguous_request
+        self.routing.on_shared_roots = self._shared_roots
+        self.routing.on_roots_stale = self._roots_stale
         #: Set the first time a server request could not be placed (docs/design.md §3.10).
         self.isolation_warning: str | None = None
+        #: Set the first time this shared server asked for roots.
+        self.roots_warning: str | None = None
         self.calls_path = CallPath(self)
         self.listen = UpstreamListen(self)
-        #: Call outcomes, for /metrics: calls, failures, respawns calls asked
-        #: for (never more than one per call), and a latency hook.
-        self.calls = 0
-        self.failures = 0
+        #: Respawns that calls asked for (never more than one per call), for
+        #: /metrics, and a latency hook called after every forwarded request.
         self.respawn_requests = 0
         self.on_call_done: CallObserver | None = None
-        #: The newest generation; only the run loop replaces it.
-        self.current_run: Run | None = None
         self.runloop = RunLoop(self)
+        self._background: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._half_open_timer: asyncio.Task[None] | None = None
         #: What the user wants (start/stop); a respawn keeps it True throughout.
@@ -138,6 +137,53 @@ class ManagedServer:
         if self.isolation_warning is None:
             self.isolation_warning = text
             self.publish(EventKind.WARNINGS, text)
+
+    def _shared_roots(self) -> None:
+        if self.roots_warning is None:
+            self.roots_warning = (
+                f"shared server {self.name!r} asks its client for roots (the folders it may "
+                "work in); on a shared child they can only come from its one client session. "
+                f'Set "sharing": "per-workspace" on {self.name!r} to give each project its own child'
+            )
+            self.log(self.roots_warning)
+            self.publish(EventKind.WARNINGS, self.roots_warning)
+
+    def _roots_stale(self) -> None:
+        """The sessions sharing this child changed: it should ask for roots again."""
+        task = asyncio.ensure_future(self.notify_upstream(ROOTS_CHANGED, None))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ------------------------------------------------------------ the run
+
+    @property
+    def generation(self) -> int:
+        return self.runloop.generation
+
+    @property
+    def restarts(self) -> int:
+        return self.runloop.restarts
+
+    @property
+    def current_run(self) -> Run | None:
+        """The newest generation; only the run loop replaces it."""
+        return self.runloop.current_run
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    def note_error(self, text: str) -> None:
+        """The only writer of ``last_error`` (the run loop's exits, the call path's failures)."""
+        self._last_error = text
+
+    @property
+    def calls(self) -> int:
+        return self.calls_path.calls
+
+    @property
+    def failures(self) -> int:
+        return self.calls_path.failures
 
     def log(self, line: str) -> None:
         self.logs.write(self.name, f"[mcp-tray] gen={self.generation} {line}")
@@ -220,7 +266,7 @@ class ManagedServer:
             return
         logger.error("supervision of %s failed", self.name, exc_info=exc)
         reason = f"mcp-tray's supervision of it failed ({type(exc).__name__}: {exc})"
-        self.last_error = reason
+        self.note_error(reason)
         if self._task is task:
             self._task = None
         if self.state in (S.READY, S.DEGRADED, S.STARTING):

@@ -81,7 +81,7 @@ class Supervisor:
         self._factory = server_factory or self._make_server
         self._subscribers: list[Subscriber] = []
         self.servers: dict[str, ManagedServer] = {}
-        #: Per-session children of "sharing": "per-session" servers, by name@session.
+        #: Children made for client sessions, workspaces and eras, by NAME@suffix.
         self.private: dict[str, ManagedServer] = {}
         #: Called after every forwarded request: (server, method, seconds, ok).
         self.on_call_done: Callable[[str, str, float, bool], None] | None = None
@@ -113,9 +113,9 @@ class Supervisor:
     def all_servers(self) -> list[ManagedServer]:
         return [*self.servers.values(), *self.private.values()]
 
-    def add_private(self, config: ServerConfig, session_id: str) -> ManagedServer:
-        """A child of its own for one client session (``"sharing": "per-session"``)."""
-        name = f"{config.name}@{session_id[:8]}"
+    def add_private(self, config: ServerConfig, suffix: str) -> ManagedServer:
+        """A child made for a client session, a workspace or an era: ``NAME@suffix``."""
+        name = f"{config.name}@{suffix}"
         server = self._factory(replace(config, name=name))
         self.private[name] = server
         return server
@@ -123,7 +123,8 @@ class Supervisor:
     async def retire_private(self, server: ManagedServer) -> None:
         """The session ended or tripped: stop its own child and forget it."""
         await server.stop()
-        self.private.pop(server.name, None)
+        if self.private.get(server.name) is server:  # a newer child may have its name by now
+            del self.private[server.name]
         self.publish(Event(EventKind.STATE, server.name, server.snapshot()))
 
     # ------------------------------------------------------------ publishing
@@ -143,18 +144,25 @@ class Supervisor:
                 logger.exception("subscriber %r failed on %s", subscriber, event.kind)
 
     def notices(self) -> tuple[WarningSnapshot, ...]:
-        """What supervision itself warns about (a server request it refused to place)."""
-        return tuple(
-            WarningSnapshot(
-                family="ambiguous-request",
-                subject=server.name,
-                message=server.isolation_warning,
-                fix=f'set "sharing": "per-session" on {server.name!r}',
-                text=f"ambiguous-request: {server.isolation_warning}",
-            )
-            for server in self.servers.values()
-            if server.isolation_warning is not None
-        )
+        """What supervision itself warns about: a server request it refused to place, a
+        shared server that asks for roots (one of each per server)."""
+        found = []
+        for server in self.all_servers():
+            for family, message, mode in (
+                ("ambiguous-request", server.isolation_warning, "per-session"),
+                ("shared-roots", server.roots_warning, "per-workspace"),
+            ):
+                if message is not None:
+                    found.append(
+                        WarningSnapshot(
+                            family=family,
+                            subject=server.name,
+                            message=message,
+                            fix=f'set "sharing": "{mode}" on {server.name!r}',
+                            text=f"{family}: {message}",
+                        )
+                    )
+        return tuple(found)
 
     def snapshot(self) -> TraySnapshot:
         views = self.views

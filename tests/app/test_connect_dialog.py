@@ -126,12 +126,12 @@ def test_codex_is_offered_and_gets_toml_tables_with_the_token_masked_in_the_prev
 
     preview = shown.preview.toPlainText()
     assert '+[mcp_servers.echo]\n+url = "http://127.0.0.1:28729/mcp/echo"' in preview
-    assert "t0k" not in preview and 'Bearer ********"}' in preview
+    assert "t0k" not in preview and '{Authorization = "Bearer ********", ' in preview
     with qtbot.waitSignal(shown.installed, timeout=5000):
         QTest.mouseClick(shown.install_button, Qt.MouseButton.LeftButton)
 
     written = tomllib.loads(path.read_text())
-    assert written["mcp_servers"]["echo"]["http_headers"] == {"Authorization": "Bearer t0k"}
+    assert written["mcp_servers"]["echo"]["http_headers"]["Authorization"] == "Bearer t0k"
     assert written["model"] == "gpt-5-codex" and "docs" in written["mcp_servers"]
     assert "start a new Codex session" in shown.status.text()
 
@@ -234,7 +234,7 @@ def test_the_tray_dialog_offers_the_enabled_servers_and_the_lasting_gateway_url(
     assert shown.checked_servers() == ["echo"]
     entries = shown._make_entries("cursor", ["echo"], True)
     assert entries["echo"]["url"] == f"{url}/mcp/echo"
-    assert entries["echo"]["headers"] == {"Authorization": "Bearer t0k"}
+    assert entries["echo"]["headers"]["Authorization"] == "Bearer t0k"
 
 
 # ------------------------------------------ the tray menu's entry (app/tray.py)

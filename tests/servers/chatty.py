@@ -8,8 +8,12 @@ Tools: ``ask_after`` (sleep, then ask the client's model: sampling inside a
 call), ``slow`` (sleep), ``log`` (a notifications/message during the call),
 ``touch`` (notifications/resources/updated for a URI), ``roots`` (roots/list
 inside the call), ``ask_later`` (returns at once, then asks the client's
-model outside any call). It also records logging/setLevel, subscribe and
-unsubscribe, and on notifications/roots/list_changed lists the roots again.
+model outside any call), ``known_roots`` (the roots it last got, the way
+server-filesystem keeps its allowed folders), ``whoami`` (its pid). It also records
+logging/setLevel, subscribe and unsubscribe, and on
+notifications/roots/list_changed lists the roots again; with
+``CHATTY_ROOTS_AT_START=1`` it lists them as soon as it is initialized, as
+server-filesystem does.
 """
 
 import asyncio
@@ -35,6 +39,8 @@ warnings.simplefilter("ignore")
 
 server = MCPServer("chatty")
 _background: set[asyncio.Task[Any]] = set()
+#: The roots it got last (None: it never got any).
+_roots: list[str] | None = None
 
 
 def record(**event: Any) -> None:
@@ -114,6 +120,18 @@ async def ask_later(question: str, delay: float, ctx: Context) -> str:
     return "will ask"
 
 
+@server.tool()
+def whoami() -> str:
+    """This server's pid (which child answered)."""
+    return str(os.getpid())
+
+
+@server.tool()
+def known_roots() -> str:
+    """The roots this server got last (it works in these folders)."""
+    return "none" if _roots is None else " ".join(_roots) or "empty"
+
+
 @server.resource("chatty://a")
 def resource_a() -> str:
     """A resource clients may subscribe to."""
@@ -143,16 +161,23 @@ async def _unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResul
 
 async def _roots_changed(ctx: Any, params: NotificationParams) -> None:
     async def relist() -> None:
+        global _roots
         try:
             found = await ctx.session.list_roots()
         except Exception as exc:
             record(event="roots-failed", error=str(exc))
             return
-        record(event="roots", uris=[str(root.uri) for root in found.roots])
+        _roots = [str(root.uri) for root in found.roots]
+        record(event="roots", uris=_roots)
 
     task = asyncio.get_running_loop().create_task(relist())
     _background.add(task)
     task.add_done_callback(_background.discard)
+
+
+async def _initialized(ctx: Any, params: NotificationParams) -> None:
+    if os.environ.get("CHATTY_ROOTS_AT_START") == "1":
+        await _roots_changed(ctx, params)
 
 
 _lowlevel = server._lowlevel_server
@@ -162,6 +187,7 @@ _lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams,
 _lowlevel.add_notification_handler(
     "notifications/roots/list_changed", NotificationParams, _roots_changed
 )
+_lowlevel.add_notification_handler("notifications/initialized", NotificationParams, _initialized)
 
 if __name__ == "__main__":
     print(f"chatty: started pid {os.getpid()}", file=sys.stderr, flush=True)

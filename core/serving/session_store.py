@@ -1,0 +1,125 @@
+"""Handshake-era HTTP sessions outlive the tray: what each needs, kept in the state folder.
+
+A handshake-era client opens its session once (``initialize``) and sends its
+``Mcp-Session-Id`` with every request after; the SDK's client never opens
+another when the tray answers "Session not found", so a tray restart (an
+upgrade, a crash, a logout) would break it until it is restarted itself.
+The gateway keeps, per open session, what it needs to go on (the id, the
+negotiated version, the client's capabilities and info, its subscriptions
+and log level) in ``http-sessions.json`` in the state folder (0600); the
+next tray adopts a session the first time its id comes back. A session idle
+past ``SESSION_IDLE_TIMEOUT_SECONDS`` is not adopted (expiry as before).
+"""
+
+import contextlib
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from core.platform.files import write_private
+from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
+
+logger = logging.getLogger(__name__)
+
+#: The file, in the state folder.
+SESSIONS_FILE: Final = "http-sessions.json"
+#: Its format, so a later mcp-tray can tell what it reads.
+FORMAT: Final = 1
+
+
+@dataclass
+class SavedSession:
+    """What a handshake-era session needs to go on in the next tray."""
+
+    id: str
+    server: str
+    protocol_version: str
+    kind: str
+    client_name: str
+    worker_identity: str | None = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+    subscriptions: list[str] = field(default_factory=list)
+    log_level: str | None = None
+    #: Wall-clock seconds of its last request (the next tray's clock is another).
+    last_active: float = 0.0
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "SavedSession | None":
+        if not isinstance(raw, dict):
+            return None
+        try:
+            saved = cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+        except TypeError:
+            return None
+        if not all(isinstance(v, str) for v in (saved.id, saved.server, saved.protocol_version)):
+            return None
+        return saved
+
+
+class SessionStore:
+    """The saved sessions of one tray, written whenever one opens, changes or ends."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._saved: dict[str, SavedSession] = {}
+        #: Sessions of the previous tray, not adopted yet.
+        self._adoptable: dict[str, SavedSession] = {}
+        #: A session's activity not yet written (written with the next change or flush).
+        self._dirty = False
+
+    def load(self, now: float | None = None) -> None:
+        """Read what the previous tray left; what is idle past its time is dropped."""
+        if self.path is None:
+            return
+        now = time.time() if now is None else now
+        try:
+            document = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        rows = document.get("sessions") if isinstance(document, dict) else None
+        for raw in rows if isinstance(rows, list) else []:
+            saved = SavedSession.from_json(raw)
+            if saved is not None and now - saved.last_active <= SESSION_IDLE_TIMEOUT_SECONDS:
+                self._adoptable[saved.id] = saved
+        self._write()
+
+    def adopt(self, server: str, session_id: str) -> SavedSession | None:
+        """The previous tray's session with this id on this server, once."""
+        saved = self._adoptable.get(session_id)
+        if saved is None or saved.server != server:
+            return None
+        del self._adoptable[session_id]
+        return saved
+
+    def put(self, saved: SavedSession) -> None:
+        self._saved[saved.id] = saved
+        self._write()
+
+    def drop(self, session_id: str) -> None:
+        if self._saved.pop(session_id, None) is not None:
+            self._write()
+
+    def touch(self, session_id: str, last_active: float) -> None:
+        """A request of the session: its time is written with the next change (or at close)."""
+        saved = self._saved.get(session_id)
+        if saved is not None:
+            saved.last_active = last_active
+            self._dirty = True
+
+    def flush(self, *, only_if_changed: bool = False) -> None:
+        """Write now (the housekeeping's ``only_if_changed`` writes when activity was seen)."""
+        if not only_if_changed or self._dirty:
+            self._write()
+
+    def _write(self) -> None:
+        self._dirty = False
+        if self.path is None:
+            return
+        rows = [asdict(s) for s in (*self._adoptable.values(), *self._saved.values())]
+        document = {"format": FORMAT, "sessions": rows}
+        with contextlib.suppress(OSError):
+            write_private(self.path, json.dumps(document))
