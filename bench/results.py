@@ -54,6 +54,11 @@ class Row:
     measured: str
 
 
+def utc_today() -> datetime.date:
+    """Today in UTC: a record's date must not depend on the machine's time zone."""
+    return datetime.datetime.now(datetime.UTC).date()
+
+
 def record(
     name: str,
     command: str,
@@ -69,7 +74,7 @@ def record(
     data = {
         "bench": name,
         "command": command,
-        "date": datetime.date.today().isoformat(),
+        "date": utc_today().isoformat(),
         "machine": f"{os.cpu_count()} CPUs, load average {load[0]:.1f}",
         "figures": dict(figures),
         "rows": [row.__dict__ for row in rows],
@@ -93,12 +98,14 @@ def load_records(results: Path = RESULTS) -> list[dict[str, Any]]:
 
 
 def render(records: Sequence[Mapping[str, Any]]) -> str:
-    """README's table: one line per row of each record, with its command and date."""
+    """README's table: one line per row of each record, with its command, its date and
+    the machine's load then (a figure taken on a busy machine says so)."""
     lines = [HEADER]
     for data in records:
         for row in data["rows"]:
             measured = row["measured"].format(**data["figures"])
-            cells = (row["figure"], row["target"], measured, f"`{data['command']}`", data["date"])
+            when = f"{data['date']} ({data['machine']})"
+            cells = (row["figure"], row["target"], measured, f"`{data['command']}`", when)
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)
 
