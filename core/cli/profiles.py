@@ -12,7 +12,8 @@ import argparse
 import json
 from typing import Any
 
-from core.base.errors import EXIT_FAILED, EXIT_USAGE, CommandError
+from core.base.errors import CommandError
+from core.base.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.cli.control_client import ControlClient
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
@@ -31,7 +32,7 @@ def cmd_profiles(args: argparse.Namespace, paths: Paths) -> int:
         print(json.dumps(reply.body, indent=2))
     else:
         print(render(reply.body), end="")
-    return 0
+    return EXIT_OK
 
 
 def render(body: dict[str, Any]) -> str:
