@@ -93,6 +93,9 @@ def test_a_profile_is_one_entry_whose_url_or_bridge_reaches_the_profile() -> Non
     # Written by mcp-tray, so a later install may update them.
     assert all(is_mcp_tray_entry(name, entry) for name, entry in entries.items())
     assert not is_mcp_tray_entry("mine", {"url": "https://example.com/mcp"})
+    # Another local server at /mcp is not mcp-tray's: only an entry named for its profile is.
+    assert not is_mcp_tray_entry("figma", {"url": "http://127.0.0.1:3845/mcp"})
+    assert not is_mcp_tray_entry("figma", {"url": f"{url}/mcp/@coding"})
 
 
 def test_claude_desktop_gets_no_http_snippet() -> None:

@@ -82,13 +82,17 @@ def client_entry_name(name: str) -> str:
     return "mcp-tray" if profile == ALL_PROFILE else f"mcp-tray-{profile}"
 
 
-def is_aggregate_path(path: str) -> bool:
-    """``/mcp``, ``/mcp/@NAME`` or ``/@NAME/mcp``: a gateway path that serves a profile."""
-    return (
-        path == "/mcp"
-        or path.startswith(f"/mcp/{PROFILE_MARK}")
-        or (path.startswith(f"/{PROFILE_MARK}") and path.endswith("/mcp"))
-    )
+def path_target(path: str) -> str | None:
+    """The profile a gateway path serves (``/mcp`` -> ``@all``, ``/mcp/@coding`` and
+    ``/@coding/mcp`` -> ``@coding``); None for any other path."""
+    if path == "/mcp":
+        return target(ALL_PROFILE)
+    for prefix, suffix in ((f"/mcp/{PROFILE_MARK}", ""), (f"/{PROFILE_MARK}", "/mcp")):
+        if path.startswith(prefix) and path.endswith(suffix):
+            name = path[len(prefix) : len(path) - len(suffix)]
+            if valid_profile_name(name):
+                return target(name)
+    return None
 
 
 def find_profile(profiles: Mapping[str, ProfileConfig], name: str) -> ProfileConfig | None:
