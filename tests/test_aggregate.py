@@ -22,6 +22,9 @@ from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_unti
 from tests.gateway_support import Services, sdk_client, text
 
 BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
+#: Several SDK servers start per test: a busy 2-core machine needs more than the default
+#: (and less than the 60 s a test may take in all).
+STARTING = 40.0
 #: 60 characters: every ``SERVER__TOOL`` of it passes 64.
 LONG = "a-server-whose-name-is-long-enough-to-overflow-tool-names-xx"
 
@@ -32,8 +35,8 @@ async def test_two_servers_with_the_same_tool_names_each_answer_under_their_own_
 ) -> None:
     service = await services.start({"a": python_server(ECHO), "b": python_server(ECHO)})
     a, b = (service.supervisor.server(name) for name in ("a", "b"))
-    await wait_ready(a)
-    await wait_ready(b)
+    await wait_ready(a, timeout=STARTING)
+    await wait_ready(b, timeout=STARTING)
 
     async with sdk_client(service, "@all", mode) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
@@ -65,8 +68,8 @@ async def test_the_uri_two_servers_offer_goes_to_the_first_in_the_profiles_order
         profiles={"b-first": {"servers": ["b", "a"]}},
     )
     a, b = (service.supervisor.server(name) for name in ("a", "b"))
-    await wait_ready(a)
-    await wait_ready(b)
+    await wait_ready(a, timeout=STARTING)
+    await wait_ready(b, timeout=STARTING)
     before = (a.calls, b.calls)
 
     async with sdk_client(service, "@b-first", "legacy") as client:
@@ -81,7 +84,7 @@ async def test_a_name_past_64_characters_is_shortened_stably_and_still_reaches_i
 ) -> None:
     service = await services.start({LONG: python_server(ECHO)})
     server = service.supervisor.server(LONG)
-    await wait_ready(server)
+    await wait_ready(server, timeout=STARTING)
 
     async with sdk_client(service, "@all", mode) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
@@ -108,7 +111,7 @@ async def test_a_profile_offers_only_its_tools_and_refuses_another_naming_the_pr
             "coding": {"servers": ["b"], "tools": ["b__*"], "exclude": ["*__crash", "*__write_*"]}
         },
     )
-    await wait_ready(service.supervisor.server("b"))
+    await wait_ready(service.supervisor.server("b"), timeout=STARTING)
 
     async with sdk_client(service, "@coding", mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
@@ -152,8 +155,8 @@ async def test_a_member_killed_mid_call_is_respawned_and_the_call_retried_once(
         {"a": python_server(ECHO), "b": python_server(ECHO, ECHO_MARKER_DIR=str(markers))}
     )
     b = service.supervisor.server("b")
-    await wait_ready(b)
-    await wait_ready(service.supervisor.server("a"))
+    await wait_ready(b, timeout=STARTING)
+    await wait_ready(service.supervisor.server("a"), timeout=STARTING)
     first = b.pid
 
     async with sdk_client(service, "@all", mode) as client:
@@ -181,7 +184,7 @@ async def test_a_parked_member_answers_with_its_reason_while_the_others_keep_wor
     )
     ghost = service.supervisor.server("ghost")
     await wait_until(lambda: ghost.state is ServerState.PARKED, what="ghost parked")
-    await wait_ready(service.supervisor.server("echo"))
+    await wait_ready(service.supervisor.server("echo"), timeout=STARTING)
 
     async with sdk_client(service, "@all", mode) as client:
         parked = [await client.call_tool("ghost__anything", {}) for _ in range(3)]
@@ -206,7 +209,7 @@ async def test_two_clients_of_the_aggregate_each_get_only_their_own_sampling_req
     service = await services.start(
         {"a": python_server(ECHO) | {"sharing": sharing}, "b": python_server(ECHO)}
     )
-    await wait_ready(service.supervisor.server("a"))
+    await wait_ready(service.supervisor.server("a"), timeout=STARTING)
     asked: dict[str, list[str]] = {"one": [], "two": []}
 
     def sampler(name: str) -> Any:
