@@ -45,7 +45,8 @@ loop); uvloop must be installed in the venv (``pip install uvloop``).
 ``--baseline DIR`` adds, for each loop, a tray running the code of another
 checkout (``git archive main | tar -x -C DIR``) on this venv, labelled
 ``LOOP@base``, interleaved the same way: a change's before and after in one
-run.
+run. ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
+figures then include cProfile's own cost; the others' do not).
 
 Targets (issue 20): <= 2 ms of tray CPU per session opened at 1,000
 sessions; quiet within 1 s of the last open; probe p99 during a burst <=
@@ -96,16 +97,12 @@ CLOSE_WAIT_SECONDS: Final = 10.0
 DEFAULT_CALL_SECONDS: Final = 6.0
 BLOCK_SECONDS: Final = 2.0
 WARMUP_CALLS: Final = 50
-#: Interpreter arguments that run the tray's CLI, per event loop.
-LOOP_RUNNERS: Final = {
-    "asyncio": ("-m", "core.cli.main"),
-    "uvloop": (
-        "-c",
-        "import asyncio, runpy, uvloop; "
-        "asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
-        "runpy.run_module('core.cli.main', run_name='__main__')",
-    ),
+#: What a tray's interpreter runs before the CLI, per event loop.
+LOOP_SETUP: Final = {
+    "asyncio": "",
+    "uvloop": "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); ",
 }
+RUN_CLI: Final = "import runpy; runpy.run_module('core.cli.main', run_name='__main__')"
 #: The echo server the tray serves, by name: the SDK's, or one written by hand
 #: that costs so little that the tray is what is measured.
 CHILDREN: Final = {
@@ -136,23 +133,37 @@ def registry_rows(home: Path) -> int:
 BASELINE_SUFFIX: Final = "@base"
 
 
-def runner(loop: str, baseline: Path | None) -> tuple[str, ...]:
+def runner(loop: str, baseline: Path | None, profile: Path | None = None) -> tuple[str, ...]:
     """The interpreter arguments of a tray on ``loop``; with ``baseline``, running that
-    checkout's ``core`` (first on sys.path, ahead of this venv's editable install)."""
-    if baseline is None:
-        return LOOP_RUNNERS[loop]
-    first = f"import sys; sys.path.insert(0, {str(baseline)!r}); "
-    if loop == "asyncio":
-        return (
-            "-c",
-            first + "import runpy; runpy.run_module('core.cli.main', run_name='__main__')",
-        )
-    return ("-c", first + LOOP_RUNNERS[loop][1])
+    checkout's ``core`` (first on sys.path, ahead of this venv's editable install); with
+    ``profile``, under cProfile timed by the main thread's CPU clock (the tray serves on its
+    main thread; a wall clock would charge the profile with the time the tray was not
+    scheduled), its stats written there at exit."""
+    code = LOOP_SETUP[loop]
+    if baseline is not None:
+        code = f"import sys; sys.path.insert(0, {str(baseline)!r}); " + code
+    if profile is None:
+        return ("-c", code + RUN_CLI)
+    return (
+        "-c",
+        code
+        + "import cProfile, time\n"
+        + "profiler = cProfile.Profile(time.thread_time)\n"
+        + "profiler.enable()\n"
+        + f"try:\n    {RUN_CLI}\n"
+        + f"finally:\n    profiler.disable(); profiler.dump_stats({str(profile)!r})\n",
+    )
 
 
 @contextlib.contextmanager
-def running_tray(home: Path, loop: str, child: str, baseline: Path | None = None) -> Iterator[Tray]:
-    tray = Tray(home, None, runner(loop, baseline), CHILDREN[child])
+def running_tray(
+    home: Path,
+    loop: str,
+    child: str,
+    baseline: Path | None = None,
+    profile: Path | None = None,
+) -> Iterator[Tray]:
+    tray = Tray(home, None, runner(loop, baseline, profile), CHILDREN[child])
     try:
         tray.start()
         tray.wait_ready()
@@ -607,9 +618,9 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def _loops(text: str) -> tuple[str, ...]:
     loops = tuple(part for part in text.split(",") if part)
-    unknown = [loop for loop in loops if loop not in LOOP_RUNNERS]
+    unknown = [loop for loop in loops if loop not in LOOP_SETUP]
     if unknown or not loops:
-        raise argparse.ArgumentTypeError(f"loops are {', '.join(LOOP_RUNNERS)}; got {text!r}")
+        raise argparse.ArgumentTypeError(f"loops are {', '.join(LOOP_SETUP)}; got {text!r}")
     return loops
 
 
@@ -638,7 +649,12 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
             trays = {
-                loop: stack.enter_context(running_tray(homes(), loop, args.child)) for loop in loops
+                loop: stack.enter_context(
+                    running_tray(
+                        homes(), loop, args.child, profile=args.tray_profile if at == 0 else None
+                    )
+                )
+                for at, loop in enumerate(loops)
             }
             if args.baseline is not None:
                 for loop in loops:
@@ -657,8 +673,11 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                 f"--loops {','.join(loops)}",
                 f"--child {args.child}",
                 *([f"--baseline {args.baseline}"] if args.baseline else []),
+                *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
             ),
         )
+        if args.tray_profile is not None:
+            print(f"  tray profile ({loops[0]}): python -m pstats {args.tray_profile}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -694,8 +713,17 @@ def main(argv: list[str] | None = None) -> int:
         help="calls: also run trays on another checkout's code (git archive main | tar -x -C "
         "DIR), interleaved with this one's, and compare",
     )
+    parser.add_argument(
+        "--tray-profile",
+        type=Path,
+        default=None,
+        help="calls: run the first loop's tray under cProfile and write its stats here "
+        "(cProfile's own cost inflates the figures of that tray)",
+    )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     args = parser.parse_args(argv)
+    if args.tray_profile is not None:
+        args.tray_profile = args.tray_profile.resolve()
     if args.baseline is not None:
         args.baseline = args.baseline.resolve()
         if not (args.baseline / "core" / "cli" / "main.py").is_file():

@@ -196,6 +196,24 @@ def unusable(value: Any, limit: int = MAX_NESTING) -> str | None:
     return None
 
 
+def plainly_usable(body: bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether the message ``loads(body)`` makes is sure to pass ``unusable``, seen from its
+    bytes (a few scans in C where ``unusable`` walks every value in Python).
+
+    No deeper than ``limit``: it opens at most ``limit`` arrays and objects. No lone
+    surrogate: one comes only from a ``\\u`` escape, from bytes that UTF-8 decoding with
+    ``surrogatepass`` (as ``json.loads`` decodes) lets through, which begin with 0xED, or
+    from a UTF-16 or UTF-32 body, whose ASCII (which JSON's syntax is) holds NUL bytes.
+    False says nothing: ``unusable`` then decides.
+    """
+    return (
+        body.count(b"[") + body.count(b"{") <= limit
+        and b"\\u" not in body
+        and b"\xed" not in body
+        and b"\x00" not in body
+    )
+
+
 def _has_surrogate(text: str) -> bool:
     try:
         text.encode()
