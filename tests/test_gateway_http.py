@@ -4,7 +4,9 @@ Strategy: a real tray serving a real echo child, driven by a plain HTTP
 client (httpx) so every status, header and byte is the test's to see; and
 the real stdio bridge (``mcp-tray connect``) as a subprocess fed pipelined
 lines, the way a client writes them without waiting for answers. The
-gateway's own dispatch of its paths is held to Starlette's routes for them.
+gateway's own dispatch of its paths is held to Starlette's routes for them,
+and the joined write of a response's head and body to a transport that
+records its writes.
 """
 
 import asyncio
@@ -19,6 +21,7 @@ from starlette.routing import Match, Route
 
 from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
 from core.serving.api import gateway_server
+from core.serving.http_guard import HeadWithBody
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
@@ -265,6 +268,61 @@ async def test_a_forwarded_for_header_does_not_rename_the_peer_the_tray_trusts(
 
     assert reply.status_code == 200
     assert guard.trusted and all(host == "127.0.0.1" for host, _ in guard.trusted)
+
+
+class RecordedWrites:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+SIZED_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+
+
+def test_a_sized_response_leaves_in_one_write_and_a_streamed_head_at_once() -> None:
+    recorded = RecordedWrites()
+    writes = HeadWithBody(recorded)  # type: ignore[arg-type]
+
+    writes.write(SIZED_HEAD)
+    writes.write(b"{}")
+    streamed = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+    writes.write(streamed)
+
+    assert recorded.writes == [SIZED_HEAD + b"{}", streamed]
+
+
+def test_a_held_head_leaves_when_released_or_closed_and_never_after_its_body() -> None:
+    recorded = RecordedWrites()
+    writes = HeadWithBody(recorded)  # type: ignore[arg-type]
+
+    writes.write(SIZED_HEAD)
+    writes.release()  # a HEAD request's response: no body comes
+    writes.write(SIZED_HEAD)
+    writes.close()
+
+    assert recorded.writes == [SIZED_HEAD, SIZED_HEAD] and recorded.closed
+
+
+async def test_a_head_request_gets_its_head(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service, http = echo
+
+    reply = await http.head(
+        f"{service.url}/api/v1/status", headers={"authorization": f"Bearer {service.token}"}
+    )
+    again = await http.get(
+        f"{service.url}/api/v1/status", headers={"authorization": f"Bearer {service.token}"}
+    )
+
+    assert reply.status_code == 200 and int(reply.headers["content-length"]) > 0
+    assert again.status_code == 200 and again.json()["servers"]
 
 
 class Bridge:
