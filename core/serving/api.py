@@ -120,7 +120,9 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = scope_headers(scope)
-        if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
+        raw = scope["headers"]
+        # Names repeat only where the decoded dict came out shorter (ASGI names are lower case).
+        if len(headers) < len(raw) and sum(1 for name, _ in raw if name.lower() == b"host") > 1:
             # Which one counts is a guess (a proxy may take the first, we the last): none does.
             await _refusal(
                 400, "bad request: more than one Host header (HTTP allows one)", "bad-request"

@@ -119,6 +119,8 @@ class GuardedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        #: When the request being read must be complete (loop time), None between requests.
+        self._due: float | None = None
         self._reading = False
 
     @property
@@ -135,12 +137,12 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._drop_timer()
         self.guard.left(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is None and self.idle:
+        if self._due is None and self.idle:
             self._arm()  # the first byte of the next request on a kept-alive connection
         super().data_received(data)
 
@@ -165,21 +167,37 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def close_now(self) -> None:
-        self._disarm()
+        self._drop_timer()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
 
+    # One timer per connection, moved lazily: a request's deadline is a number, and the
+    # timer, when it fires, looks at the number (a timer made and cancelled for every
+    # request would cost every call a heap push and the heap its cancelled entries).
+
     def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.guard.limits.read_seconds, self._too_slow)
+        self._due = self.loop.time() + self.guard.limits.read_seconds
+        if self._deadline is None:
+            self._deadline = self.loop.call_at(self._due, self._too_slow)
 
     def _disarm(self) -> None:
+        self._due = None
+
+    def _drop_timer(self) -> None:
+        self._due = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
     def _too_slow(self) -> None:
         self._deadline = None
+        due = self._due
+        if due is None:
+            return  # read in time: the next request arms it again
+        if due > self.loop.time():
+            self._deadline = self.loop.call_at(due, self._too_slow)  # a later request's
+            return
+        self._due = None
         if self.transport is not None and not self.transport.is_closing():
             # No reply: a client that needed this long is not one we serve.
             self.transport.abort()
