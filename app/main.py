@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from core.base.collector import settle_after_start
 from core.base.errors import AlreadyRunning, NotRunning
 from core.cli.control_client import ControlClient
 from core.platform.signals import handle_stop_signals, wake_on_signals
@@ -68,6 +69,7 @@ def run_gui(
     core = start_core(config, paths)
     if isinstance(core, int):
         return core
+    settle_after_start()
     try:
         return launch(app, core, config_error, minimized=minimized)
     finally:
