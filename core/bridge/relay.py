@@ -12,7 +12,7 @@ read (``x-mcp-tray-seq``) and the gateway dispatches them in that order;
 what the client sends while its ``initialize`` is being answered waits for
 the answer (there is no session to send it in before).
 
-The tray is never the weak link (DESIGN 3.10): when it goes away (an
+The tray is never the weak link (docs/design.md §3.10): when it goes away (an
 upgrade, a crash), the relay keeps the client connected, finds the tray
 again through its runtime file (on any port), opens a new gateway session by
 replaying the client's own ``initialize``, answers ``ping`` itself
@@ -30,8 +30,19 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from core.base.errors import HttpError, InstanceError, TrayStopping
+from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
+
+# The relay's own names for them, kept short: they are on most lines below.
+from core.bridge.replies import NOT_THERE
+from core.bridge.replies import answer_for as _answer_for
+from core.bridge.replies import error_reply as _error
+from core.bridge.replies import json_or_none as _json_or_none
+from core.bridge.replies import key as _key
+from core.bridge.replies import lost as _lost
+from core.bridge.replies import never_sent as _never_sent
+from core.bridge.replies import result_reply as _result
+from core.bridge.replies import unless_stopping as _unless_stopping
 from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
@@ -44,11 +55,9 @@ from core.protocol.headers import (
     PROTOCOL_HEADER,
     SEQUENCE_HEADER,
     SESSION_HEADER,
-    TRAY_STOPPING_REASON,
 )
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
-    METHOD_NOT_FOUND,
     answerable,
     loads,
     reply_id,
@@ -71,8 +80,6 @@ GET_STREAM_RETRY_SECONDS: Final = 1.0
 RECONNECT_WAIT_SECONDS: Final = 60.0
 #: While the tray is away, how often its runtime file is looked at again.
 RECONNECT_POLL_SECONDS: Final = 0.1
-#: What a tray that is not there answers, in the client's terms.
-NOT_THERE: Final = -32603
 
 #: Finds the running tray: the URL of this server's endpoint (raises InstanceError when none runs).
 Locate = Callable[[], Awaitable[str]]
@@ -144,14 +151,18 @@ class Relay:
     async def aclose(self) -> None:
         if self._reconnecting is not None:
             self._reconnecting.cancel()
-        if self._get_stream is not None:
-            self._get_stream.cancel()
-        if self._tasks:
-            # Let answers already on their way reach the client.
-            await asyncio.wait(list(self._tasks), timeout=DRAIN_SECONDS)
+        # Let answers already on their way reach the client, and the requests
+        # an answer let go meanwhile (those held behind an initialize, when the
+        # whole input came at once: `mcp-tray connect NAME < requests.jsonl`).
+        deadline = asyncio.get_running_loop().time() + DRAIN_SECONDS
+        while self._tasks and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
         for task in list(self._tasks):
             task.cancel()
+        # Cancelled last: an initialize answered during the drain opened it.
         others = [t for t in (self._get_stream, self._reconnecting) if t is not None]
+        for task in others:
+            task.cancel()
         await asyncio.gather(*self._tasks, *others, return_exceptions=True)
         if self.session_id is not None and self._pool is not None and self._reachable.is_set():
             with contextlib.suppress(HttpError, OSError, TimeoutError):
@@ -534,17 +545,6 @@ class Relay:
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
 
 
-def _unless_stopping(message: bytes) -> bytes:
-    """``message``, unless it is the tray's "cut by shutdown" answer (then ``TrayStopping``)."""
-    if TRAY_STOPPING_REASON.encode() in message:
-        parsed = _json_or_none(message)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        data = error.get("data") if isinstance(error, dict) else None
-        if isinstance(data, dict) and data.get("reason") == TRAY_STOPPING_REASON:
-            raise TrayStopping
-    return message
-
-
 class _Gone(Exception):
     def __init__(self, waited: float) -> None:
         super().__init__(
@@ -558,59 +558,3 @@ def _fixed(url: str) -> Locate:
         return url
 
     return locate
-
-
-def _lost(exc: Exception, *, taken: bool = False) -> str:
-    if taken:
-        return (
-            f"mcp-tray went away while this request was in flight ({exc}), so it may or may "
-            "not have taken effect; check before repeating it. The bridge is reconnecting"
-        )
-    return f"mcp-tray's gateway did not answer ({exc}); the bridge is reconnecting"
-
-
-def _never_sent(exc: Exception) -> bool:
-    """No connection was made: the tray certainly never saw the request."""
-    return isinstance(exc, HttpError) and exc.never_sent
-
-
-def _key(request_id: object) -> object:
-    return str(request_id) if isinstance(request_id, int | str) else request_id
-
-
-def _json_or_none(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _answer_for(request_id: Any, status: int, body: bytes) -> bytes:
-    """An error reply the client can match to its request, whatever the gateway sent."""
-    reply = _json_or_none(body)
-    error = reply.get("error") if isinstance(reply, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        code = error.get("code")
-        if not isinstance(code, int) or isinstance(code, bool):
-            code = -32603
-        return _error(request_id, code, error["message"], error.get("data"))
-    if isinstance(error, str):
-        return _error(request_id, -32603, f"mcp-tray: {error}")
-    text = body.decode("utf-8", errors="replace").strip()[:200]
-    detail = f": {text}" if text else ""
-    return _error(
-        request_id,
-        METHOD_NOT_FOUND if status == 404 else -32603,
-        f"mcp-tray answered HTTP {status}{detail}",
-    )
-
-
-def _result(request_id: Any, result: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
-
-
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
