@@ -47,7 +47,7 @@ from core.protocol.headers import (
     SEQUENCE_HEADER,
     SESSION_HEADER,
     TRAY_STOPPING_REASON,
-    decode_headers,
+    scope_headers,
 )
 from core.protocol.jsonrpc import (
     BATCH_PROTOCOL_VERSIONS,
@@ -320,7 +320,7 @@ class StreamableHttp:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
-        headers = decode_headers(scope["headers"])
+        headers = scope_headers(scope)
         session_id = headers.get(SESSION_HEADER)
         session = self.sessions.get(session_id) if session_id else None
         if session is None and session_id and self._adopt is not None:

@@ -249,7 +249,7 @@ class TrayService:
         loop = asyncio.get_running_loop()
         self._accept_errors = AcceptErrorThrottle(loop.get_exception_handler())
         loop.set_exception_handler(self._accept_errors)
-        app = build_app(routes, lambda: self.token, on_trusted=guard.trust)
+        app = build_app(routes, lambda: self.token, on_trusted=guard.trust, gateway=self.gateway)
         config = uvicorn.Config(
             app,
             http=guarded_protocol(guard),
@@ -260,6 +260,10 @@ class TrayService:
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             # Loopback clients have no use for it, and it needs a 1 Hz refresh.
             date_header=False,
+            # No proxy stands in front of a loopback tray: X-Forwarded-For from a local
+            # process must not rename the peer that connection trust and stateless
+            # identity go by (uvicorn believes it from 127.0.0.1 by default).
+            proxy_headers=False,
         )
         server = _QuietServer(config)
         self._server = server
