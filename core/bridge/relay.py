@@ -30,8 +30,20 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from core.base.errors import HttpError, InstanceError, TrayStopping
+from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
+from core.bridge.replies import (
+    NOT_THERE,
+    Gone,
+    answer_for,
+    error_line,
+    json_or_none,
+    lost,
+    never_sent,
+    request_key,
+    result_line,
+    unless_stopping,
+)
 from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
@@ -44,11 +56,9 @@ from core.protocol.headers import (
     PROTOCOL_HEADER,
     SEQUENCE_HEADER,
     SESSION_HEADER,
-    TRAY_STOPPING_REASON,
 )
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
-    METHOD_NOT_FOUND,
     answerable,
     loads,
     reply_id,
@@ -71,8 +81,6 @@ GET_STREAM_RETRY_SECONDS: Final = 1.0
 RECONNECT_WAIT_SECONDS: Final = 60.0
 #: While the tray is away, how often its runtime file is looked at again.
 RECONNECT_POLL_SECONDS: Final = 0.1
-#: What a tray that is not there answers, in the client's terms.
-NOT_THERE: Final = -32603
 
 #: Finds the running tray: the URL of this server's endpoint (raises InstanceError when none runs).
 Locate = Callable[[], Awaitable[str]]
@@ -190,7 +198,7 @@ class Relay:
             message = loads(line)
         except (ValueError, RecursionError) as exc:
             why = f"Parse error: the bridge got a line that is not JSON ({unparsable_reason(exc)})"
-            self._spawn(self.emit(_error(None, -32700, why)))
+            self._spawn(self.emit(error_line(None, -32700, why)))
             return
         line = line.strip()
         version = request_version(message.get("params")) if isinstance(message, dict) else None
@@ -206,10 +214,10 @@ class Relay:
         if method == "notifications/initialized":
             self._hello_done = line
         if method == "tools/list" and "id" in message:
-            self._listings.add(_key(message["id"]))
+            self._listings.add(request_key(message["id"]))
         if method == "ping" and valid_id(message.get("id")) and self._away:
             # The tray is away; the bridge is alive, and says so itself.
-            self._spawn(self.emit(_result(message["id"], {})))
+            self._spawn(self.emit(result_line(message["id"], {})))
             return
         if self._state == "opening" or self._away:
             self._backlog.append((line, message, time.monotonic()))
@@ -239,15 +247,15 @@ class Relay:
         try:
             await self._reachable_within()
             reply_body = await self._handshake(line)
-        except _Gone as gone:
-            await self.emit(_error(request_id, NOT_THERE, str(gone)))
+        except Gone as gone:
+            await self.emit(error_line(request_id, NOT_THERE, str(gone)))
             self._state = "fresh"
             self._fail_backlog(str(gone))
             return
         except (HttpError, OSError) as exc:
-            await self.emit(_error(request_id, NOT_THERE, _lost(exc)))
+            await self.emit(error_line(request_id, NOT_THERE, lost(exc)))
             self._state = "fresh"
-            self._fail_backlog(_lost(exc))
+            self._fail_backlog(lost(exc))
             self._lost_tray()
             return
         await self.emit(reply_body)
@@ -273,7 +281,7 @@ class Relay:
         return body
 
     async def _reachable_within(self) -> None:
-        """Wait (bounded) for the tray to be reachable; ``_Gone`` when it stays away."""
+        """Wait (bounded) for the tray to be reachable; ``Gone`` when it stays away."""
         if self._reachable.is_set():
             return
         if self._reconnecting is None:
@@ -281,7 +289,7 @@ class Relay:
         try:
             await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
         except TimeoutError:
-            raise _Gone(self.wait_seconds) from None
+            raise Gone(self.wait_seconds) from None
 
     def _lost_tray(self) -> None:
         """The tray is away (or lost our session): find it again, once."""
@@ -329,15 +337,15 @@ class Relay:
             if now - since < self.wait_seconds:
                 kept.append(entry)
             elif answerable(message):
-                gone = str(_Gone(self.wait_seconds))
-                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
+                gone = str(Gone(self.wait_seconds))
+                self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
     def _fail_backlog(self, why: str) -> None:
         backlog, self._backlog = self._backlog, []
         for _, message, _ in backlog:
             if answerable(message):
-                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, why)))
+                self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, why)))
 
     # ------------------------------------------------------------ requests
 
@@ -371,7 +379,7 @@ class Relay:
                     return
                 if reply.status == 200 and body:
                     self._learn(request_id, body)
-                    await self.emit(_unless_stopping(body))
+                    await self.emit(unless_stopping(body))
                 else:
                     await self._answer(message, reply.status, body)
         except (HttpError, OSError) as exc:
@@ -389,15 +397,15 @@ class Relay:
             if self._state == "open":
                 self._seq += 1
                 seq = self._seq
-            await self._forward(line, message, seq, retried=not _never_sent(exc))
+            await self._forward(line, message, seq, retried=not never_sent(exc))
             return
         if request_id is not None:
-            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
+            await self.emit(error_line(request_id, NOT_THERE, lost(exc, taken=True)))
 
     def _send_again(self, exc: Exception, message: Any, request_id: Any, retried: bool) -> bool:
         """A request cut by ``exc``: send it again once the tray is back? Yes when it
         certainly never arrived, or is safe to take twice and was not sent twice yet."""
-        if _never_sent(exc):
+        if never_sent(exc):
             return True
         return request_id is not None and not retried and self._repeatable(message)
 
@@ -405,9 +413,9 @@ class Relay:
         """Wait (bounded) for the tray; False once the request was answered that it is gone."""
         try:
             await self._reachable_within()
-        except _Gone as gone:
+        except Gone as gone:
             if request_id is not None:
-                await self.emit(_error(request_id, NOT_THERE, str(gone)))
+                await self.emit(error_line(request_id, NOT_THERE, str(gone)))
             return False
         return True
 
@@ -424,9 +432,9 @@ class Relay:
 
     def _learn(self, request_id: Any, body: bytes) -> None:
         """What each tool says about repeating its calls, from the answers to tools/list."""
-        if _key(request_id) not in self._listings:
+        if request_key(request_id) not in self._listings:
             return
-        self._listings.discard(_key(request_id))
+        self._listings.discard(request_key(request_id))
         with contextlib.suppress(ValueError, RecursionError, AttributeError, TypeError):
             for tool in json.loads(body)["result"]["tools"]:
                 if isinstance(tool.get("name"), str):
@@ -436,7 +444,7 @@ class Relay:
         """The gateway refused ``message``: the client hears why, under its request's id
         (under id null when it has none to give), unless JSON-RPC answers no such message."""
         if answerable(message):
-            await self.emit(_answer_for(reply_id(message), status, body))
+            await self.emit(answer_for(reply_id(message), status, body))
 
     # ------------------------------------------------ 2026-07-28 requests
 
@@ -447,7 +455,7 @@ class Relay:
             # In this era a client cancels over HTTP by closing the request's stream.
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
-            task = self._stateless_calls.get(_key(request_id))
+            task = self._stateless_calls.get(request_key(request_id))
             if task is not None:
                 task.cancel()
             return
@@ -460,10 +468,10 @@ class Relay:
                 headers[NAME_HEADER] = encode_header(named)
         request_id = reply_id(message)
         if method == "tools/list" and request_id is not None:
-            self._listings.add(_key(request_id))
+            self._listings.add(request_key(request_id))
         task = self._spawn(self._post(line, message, headers, request_id))
         if request_id is not None:
-            key = _key(request_id)
+            key = request_key(request_id)
             self._stateless_calls[key] = task
             task.add_done_callback(lambda _: self._stateless_calls.pop(key, None))
 
@@ -493,29 +501,29 @@ class Relay:
                     # The gateway's answer to this very request: passed on unparsed
                     # (a 50 MB result costs no parse here).
                     self._learn(request_id, body)
-                    await self.emit(_unless_stopping(body))
+                    await self.emit(unless_stopping(body))
                     return
                 if body and reply.status in (400, 404):
-                    parsed = _json_or_none(body)
+                    parsed = json_or_none(body)
                     if isinstance(parsed, dict) and parsed.get("id") == request_id:
                         self._learn(request_id, body)
-                        await self.emit(_unless_stopping(body))
+                        await self.emit(unless_stopping(body))
                         return
-                await self.emit(_answer_for(request_id, reply.status, body))
+                await self.emit(answer_for(request_id, reply.status, body))
         except (HttpError, OSError) as exc:
             self._lost_tray()
             if request_id is None:
                 return
             if self._send_again(exc, message, request_id, retried):
-                await self._post(line, message, headers, request_id, retried=not _never_sent(exc))
+                await self._post(line, message, headers, request_id, retried=not never_sent(exc))
                 return
-            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
+            await self.emit(error_line(request_id, NOT_THERE, lost(exc, taken=True)))
 
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
         async for message in messages(reply.chunks()):
-            await self.emit(_unless_stopping(message))
+            await self.emit(unless_stopping(message))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
@@ -534,83 +542,8 @@ class Relay:
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
 
 
-def _unless_stopping(message: bytes) -> bytes:
-    """``message``, unless it is the tray's "cut by shutdown" answer (then ``TrayStopping``)."""
-    if TRAY_STOPPING_REASON.encode() in message:
-        parsed = _json_or_none(message)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        data = error.get("data") if isinstance(error, dict) else None
-        if isinstance(data, dict) and data.get("reason") == TRAY_STOPPING_REASON:
-            raise TrayStopping
-    return message
-
-
-class _Gone(Exception):
-    def __init__(self, waited: float) -> None:
-        super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it). Start it (mcp-tray, or "
-            "mcp-tray run --headless); this bridge stays and reconnects as soon as it is up"
-        )
-
-
 def _fixed(url: str) -> Locate:
     async def locate() -> str:
         return url
 
     return locate
-
-
-def _lost(exc: Exception, *, taken: bool = False) -> str:
-    if taken:
-        return (
-            f"mcp-tray went away while this request was in flight ({exc}), so it may or may "
-            "not have taken effect; check before repeating it. The bridge is reconnecting"
-        )
-    return f"mcp-tray's gateway did not answer ({exc}); the bridge is reconnecting"
-
-
-def _never_sent(exc: Exception) -> bool:
-    """No connection was made: the tray certainly never saw the request."""
-    return isinstance(exc, HttpError) and exc.never_sent
-
-
-def _key(request_id: object) -> object:
-    return str(request_id) if isinstance(request_id, int | str) else request_id
-
-
-def _json_or_none(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _answer_for(request_id: Any, status: int, body: bytes) -> bytes:
-    """An error reply the client can match to its request, whatever the gateway sent."""
-    reply = _json_or_none(body)
-    error = reply.get("error") if isinstance(reply, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        code = error.get("code")
-        if not isinstance(code, int) or isinstance(code, bool):
-            code = -32603
-        return _error(request_id, code, error["message"], error.get("data"))
-    if isinstance(error, str):
-        return _error(request_id, -32603, f"mcp-tray: {error}")
-    text = body.decode("utf-8", errors="replace").strip()[:200]
-    detail = f": {text}" if text else ""
-    return _error(
-        request_id,
-        METHOD_NOT_FOUND if status == 404 else -32603,
-        f"mcp-tray answered HTTP {status}{detail}",
-    )
-
-
-def _result(request_id: Any, result: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
-
-
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()

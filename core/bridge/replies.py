@@ -1,0 +1,91 @@
+"""What the bridge writes back when the gateway's answer is not simply relayed.
+
+Error lines in the client's terms (an absent tray, a request the tray took
+with it, an HTTP error turned into a JSON-RPC error the client can match to
+its request) and the few parsing helpers the relay needs for them.
+"""
+
+import json
+from typing import Any, Final
+
+from core.base.errors import HttpError, TrayStopping
+from core.protocol.headers import TRAY_STOPPING_REASON
+from core.protocol.jsonrpc import METHOD_NOT_FOUND
+
+#: What a tray that is not there answers, in the client's terms.
+NOT_THERE: Final = -32603
+
+
+def unless_stopping(message: bytes) -> bytes:
+    """``message``, unless it is the tray's "cut by shutdown" answer (then ``TrayStopping``)."""
+    if TRAY_STOPPING_REASON.encode() in message:
+        parsed = json_or_none(message)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        if isinstance(data, dict) and data.get("reason") == TRAY_STOPPING_REASON:
+            raise TrayStopping
+    return message
+
+
+class Gone(Exception):
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            f"mcp-tray is not running (waited {waited:g} s for it). Start it (mcp-tray, or "
+            "mcp-tray run --headless); this bridge stays and reconnects as soon as it is up"
+        )
+
+
+def lost(exc: Exception, *, taken: bool = False) -> str:
+    if taken:
+        return (
+            f"mcp-tray went away while this request was in flight ({exc}), so it may or may "
+            "not have taken effect; check before repeating it. The bridge is reconnecting"
+        )
+    return f"mcp-tray's gateway did not answer ({exc}); the bridge is reconnecting"
+
+
+def never_sent(exc: Exception) -> bool:
+    """No connection was made: the tray certainly never saw the request."""
+    return isinstance(exc, HttpError) and exc.never_sent
+
+
+def request_key(request_id: object) -> object:
+    return str(request_id) if isinstance(request_id, int | str) else request_id
+
+
+def json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def answer_for(request_id: Any, status: int, body: bytes) -> bytes:
+    """An error reply the client can match to its request, whatever the gateway sent."""
+    reply = json_or_none(body)
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        code = error.get("code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = -32603
+        return error_line(request_id, code, error["message"], error.get("data"))
+    if isinstance(error, str):
+        return error_line(request_id, -32603, f"mcp-tray: {error}")
+    text = body.decode("utf-8", errors="replace").strip()[:200]
+    detail = f": {text}" if text else ""
+    return error_line(
+        request_id,
+        METHOD_NOT_FOUND if status == 404 else -32603,
+        f"mcp-tray answered HTTP {status}{detail}",
+    )
+
+
+def result_line(request_id: Any, result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def error_line(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
