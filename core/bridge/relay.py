@@ -103,6 +103,9 @@ class Relay:
         self._headers = headers
         self._out = out
         self.wait_seconds = wait_seconds
+        #: Why the tray is absent, when the bridge knows (autostart off, or the tray it
+        #: started died): said in the "not running" answer.
+        self.absent_why: str | None = None
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._get_stream: asyncio.Task[None] | None = None
@@ -289,7 +292,7 @@ class Relay:
         try:
             await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
         except TimeoutError:
-            raise Gone(self.wait_seconds) from None
+            raise Gone(self.wait_seconds, self.absent_why) from None
 
     def _lost_tray(self) -> None:
         """The tray is away (or lost our session): find it again, once."""
@@ -337,7 +340,7 @@ class Relay:
             if now - since < self.wait_seconds:
                 kept.append(entry)
             elif answerable(message):
-                gone = str(Gone(self.wait_seconds))
+                gone = str(Gone(self.wait_seconds, self.absent_why))
                 self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 

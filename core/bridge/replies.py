@@ -28,10 +28,12 @@ def unless_stopping(message: bytes) -> bytes:
 
 
 class Gone(Exception):
-    def __init__(self, waited: float) -> None:
+    def __init__(self, waited: float, why: str | None = None) -> None:
+        because = f" ({why})" if why else ""
         super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it). Start it (mcp-tray, or "
-            "mcp-tray run --headless); this bridge stays and reconnects as soon as it is up"
+            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+            "soon as it is up"
         )
 
 
