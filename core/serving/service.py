@@ -81,6 +81,7 @@ class TrayService:
         self.instance: Instance | None = None
         self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=resolve_env)
         self.sessions = SessionTable(self.supervisor.publish)
+        self.sessions.on_reset = self._session_reset
         self.workers: WorkerWatch | None = None
         self.gateway = Gateway(
             self.supervisor,
@@ -234,6 +235,13 @@ class TrayService:
     ) -> dict[str, Any]:
         """A tool call of mcp-tray's own (the command line): through the gateway's pipeline."""
         return await self.gateway.pipeline.own_call(name, tool, arguments, timeout)
+
+    def _session_reset(self, session: ClientSession) -> None:
+        """A reset session's server, and the children made from its entry, are tried
+        again at once: their breakers close (not a parked or stopped one's)."""
+        for server in self.supervisor.all_servers():
+            if server.name == session.server or server.name.startswith(f"{session.server}@"):
+                server.close_breaker(f"session {session.id} was reset")
 
     # ------------------------------------------------------------ HTTP
 
