@@ -33,6 +33,8 @@ from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
 from core.serving.http_guard import (
+    ACCEPTS_PER_WAKEUP,
+    LISTEN_BACKLOG,
     AcceptErrorThrottle,
     ConnectionGuard,
     HttpLimits,
@@ -270,6 +272,9 @@ class TrayService:
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             # Loopback clients have no use for it, and it needs a 1 Hz refresh.
             date_header=False,
+            # asyncio accepts this many per wake-up (and listens with it):
+            # bounded, so the cap sheds between bites of a burst.
+            backlog=ACCEPTS_PER_WAKEUP,
         )
         server = _QuietServer(config)
         self._server = server
@@ -279,6 +284,8 @@ class TrayService:
                 self._serve_task.result()
                 raise RuntimeError("the local HTTP server stopped during start-up")
             await asyncio.sleep(HTTP_START_CHECK_SECONDS)
+        # asyncio listened with the bite size: the kernel's queue gets its own.
+        sock.listen(LISTEN_BACKLOG)
 
     async def aclose(self) -> None:
         if self._server is not None and self._serve_task is not None:
@@ -412,6 +419,6 @@ def _bind_loopback(port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
-    sock.listen(128)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock
