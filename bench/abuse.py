@@ -899,29 +899,34 @@ async def probe_loop(
                 )
 
 
+async def cli_status(home: Path) -> int:
+    """One real ``mcp-tray status --json`` on ``home`` (bounded at 30 s); its exit code."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "status",
+        "--json",
+        env=tray_env(home),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        return await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        return await process.wait()
+
+
 async def cli_status_loop(
     tray: Tray, zero: float, stop: asyncio.Event, figures: FloodFigures
 ) -> None:
     """The real ``mcp-tray status --json`` every CLI_STATUS_EVERY (interpreter start included)."""
     while not stop.is_set():
         sent = time.perf_counter()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "status",
-            "--json",
-            env=tray_env(tray.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            code = await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            code = await process.wait()
+        code = await cli_status(tray.home)
         figures.cli_probes.append((sent - zero, time.perf_counter() - sent, code))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
@@ -1426,18 +1431,7 @@ async def burst(count: int, file_limit: int, home: Path, log: IO[bytes], tail: L
                     peak_fds = max(peak_fds, process.num_fds())
                 await asyncio.sleep(BURST_PROBE_EVERY)
         cli_sent = time.perf_counter()
-        cli = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "status",
-            "--json",
-            env=tray_env(home),
-            cwd=ROOT,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        cli_code = await cli.wait()
+        cli_code = await cli_status(home)
         cli_seconds = time.perf_counter() - cli_sent
     finally:
         for conn in held:
