@@ -38,6 +38,8 @@ def tray_env(home: Path) -> dict[str, str]:
     env["MCP_TRAY_HOME"] = str(home)
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHON_KEYRING_BACKEND"] = KEYRING_BACKEND
+    # The benches start and stop their trays themselves: a bridge never starts one.
+    env["MCP_TRAY_AUTOSTART"] = "0"
     return env
 
 
