@@ -34,12 +34,12 @@ from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
 from core.bridge.replies import (
     NOT_THERE,
-    Gone,
     answer_for,
     error_line,
     json_or_none,
     lost,
     never_sent,
+    not_running,
     request_key,
     result_line,
     unless_stopping,
@@ -250,7 +250,7 @@ class Relay:
         try:
             await self._reachable_within()
             reply_body = await self._handshake(line)
-        except Gone as gone:
+        except _Gone as gone:
             await self.emit(error_line(request_id, NOT_THERE, str(gone)))
             self._state = "fresh"
             self._fail_backlog(str(gone))
@@ -284,7 +284,7 @@ class Relay:
         return body
 
     async def _reachable_within(self) -> None:
-        """Wait (bounded) for the tray to be reachable; ``Gone`` when it stays away."""
+        """Wait (bounded) for the tray to be reachable; ``_Gone`` when it stays away."""
         if self._reachable.is_set():
             return
         if self._reconnecting is None:
@@ -292,7 +292,7 @@ class Relay:
         try:
             await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
         except TimeoutError:
-            raise Gone(self.wait_seconds, self.absent_why) from None
+            raise _Gone(not_running(self.wait_seconds, self.absent_why)) from None
 
     def _lost_tray(self) -> None:
         """The tray is away (or lost our session): find it again, once."""
@@ -340,7 +340,7 @@ class Relay:
             if now - since < self.wait_seconds:
                 kept.append(entry)
             elif answerable(message):
-                gone = str(Gone(self.wait_seconds, self.absent_why))
+                gone = not_running(self.wait_seconds, self.absent_why)
                 self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
@@ -416,7 +416,7 @@ class Relay:
         """Wait (bounded) for the tray; False once the request was answered that it is gone."""
         try:
             await self._reachable_within()
-        except Gone as gone:
+        except _Gone as gone:
             if request_id is not None:
                 await self.emit(error_line(request_id, NOT_THERE, str(gone)))
             return False
@@ -550,3 +550,7 @@ def _fixed(url: str) -> Locate:
         return url
 
     return locate
+
+
+class _Gone(Exception):
+    """The tray stayed away for a request's whole wait; the message is its answer."""

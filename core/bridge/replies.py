@@ -27,14 +27,14 @@ def unless_stopping(message: bytes) -> bytes:
     return message
 
 
-class Gone(Exception):
-    def __init__(self, waited: float, why: str | None = None) -> None:
-        because = f" ({why})" if why else ""
-        super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
-            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
-            "soon as it is up"
-        )
+def not_running(waited: float, why: str | None = None) -> str:
+    """The answer to a request that waited ``waited`` seconds for an absent tray."""
+    because = f" ({why})" if why else ""
+    return (
+        f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+        "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+        "soon as it is up"
+    )
 
 
 def lost(exc: Exception, *, taken: bool = False) -> str:
