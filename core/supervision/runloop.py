@@ -211,15 +211,20 @@ class RunLoop:
                     detail = _describe_failure(failure)
                     server.note_error(f"start failed: {detail}")
                     server.log(f"generation {run.generation} failed to start: {detail}")
-                    if child.is_alive():
-                        # Alive but unusable: the stop contract ends it, and its
-                        # end is ours, not an exit of its own (so the watch that
-                        # would report it as one goes first).
+                    if child.is_alive() and not isinstance(failure, ConnectionLost):
+                        # Alive but unusable (it refused, or never answered): the
+                        # stop contract ends it, and its end is ours, not an exit
+                        # of its own (so the watch that would report it as one
+                        # goes first).
                         ended.cancel()
                         await asyncio.gather(ended, return_exceptions=True)
                         await child.stop(server.timing.stop, server.log, server.clock)
                         ended_as = f"stopped by mcp-tray after a failed start ({detail})"
                     else:
+                        # Its stdout closed: it is on its way out, and its own exit
+                        # says how (the stop contract only sees to the rest).
+                        if child.is_alive():
+                            await child.stop(server.timing.stop, server.log, server.clock)
                         ended_as = f"{describe_returncode(child.returncode)} during the handshake ({detail})"
                     self.on_dead(run, ended_as)
                     if (
