@@ -157,13 +157,13 @@ class ConnectDialog(QDialog):
 
     def _client_changed(self) -> None:
         # Claude Desktop launches stdio servers only (client_snippet refuses HTTP for it).
-        stdio_only = self.client == "claude"
+        stdio_only = not CLIENTS[self.client].http
         if stdio_only and self.http_button.isChecked():
             with QSignalBlocker(self.http_button):
                 self.bridge_button.setChecked(True)
         self.http_button.setEnabled(not stdio_only)
         self.http_button.setToolTip(
-            "Claude Desktop launches stdio servers only" if stdio_only else ""
+            f"{CLIENTS[self.client].label} launches stdio servers only" if stdio_only else ""
         )
         self.refresh()
 
@@ -200,7 +200,7 @@ class ConnectDialog(QDialog):
             self._say(str(exc), error=True)
             return
         self.plan = plan
-        self.preview.setPlainText(plan.diff)
+        self.preview.setPlainText(plan.shown_diff)
         if plan.conflicts:
             self._say(plan.conflict_text(CONFLICT_FIX), error=True)
         elif plan.changes:

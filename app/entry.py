@@ -8,8 +8,8 @@ asks ``_gui`` for the tray; every other command is core's alone.
 import sys
 from collections.abc import Sequence
 
-from core.cli.main import GuiLauncher
 from core.cli.main import main as cli_main
+from core.cli.tray import GuiLauncher
 
 
 def _gui() -> GuiLauncher | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.base.errors import AlreadyRunning, NotRunning
+from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.cli.control_client import ControlClient
 from core.platform.signals import handle_stop_signals, wake_on_signals
 from core.serving.core_thread import CoreThread
@@ -42,7 +43,7 @@ def ask_running_instance_to_raise(paths: Paths) -> int | None:
         print(
             f"mcp-tray is already running (pid {client.info.pid}, {reply.error})", file=sys.stderr
         )
-    return 0
+    return EXIT_OK
 
 
 def run_gui(
@@ -83,10 +84,10 @@ def start_core(config: TrayConfig, paths: Paths) -> "CoreThread | int":
         core.start()
     except AlreadyRunning as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
-        return 0
+        return EXIT_OK
     except OSError as exc:
         print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return core
 
 
@@ -191,4 +192,4 @@ def launch(
         app.exec()
     finally:
         gui.close()
-    return 0
+    return EXIT_OK

@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.icons import state_icon
+from core.base.severity import Severity
 from core.base.snapshot import (
     ResourceUsage,
     ServerSnapshot,
@@ -30,7 +31,6 @@ from core.base.snapshot import (
 )
 from core.registry.identity import client_display_name
 from core.serving.activity import Series
-from core.settings.secrets import INFO_FAMILIES
 from core.supervision.offer import ToolRow
 
 #: A frozen snapshot dataclass (or ``ServerRow``): models read its fields.
@@ -416,6 +416,10 @@ class SessionsModel(RowModel):
         return row.last_error or None
 
 
+#: How the Warnings tab labels a finding that is not a warning.
+_SEVERITY_WORDS: Final = {Severity.ADVICE: "advice", Severity.INFO: "information"}
+
+
 class WarningsModel(RowModel):
     COLUMNS = (
         ("family", "Family"),
@@ -428,9 +432,9 @@ class WarningsModel(RowModel):
         return row.text or f"{row.family}|{row.subject}|{row.message}"
 
     def text(self, row: WarningSnapshot, column: str) -> str:
-        if column == "family" and row.family in INFO_FAMILIES:
+        if column == "family" and not row.is_warning:
             # Listed for the record; it does not turn the tray amber.
-            return f"{row.family} (information)"
+            return f"{row.family} ({_SEVERITY_WORDS[row.severity]})"
         if column == "fix" and not row.fix:
             # mcp-tray's own warnings carry their fix inside the message.
             _, found, fix = row.message.rpartition(" Fix: ")

@@ -1,4 +1,4 @@
-"""The tray's colour and its one-line tooltip, from a core snapshot (DESIGN 3.11).
+"""The tray's colour and its one-line tooltip, from a core snapshot (docs/design.md §3.11).
 
 The worst state wins: red (a server parked or a session tripped), amber
 (starting, respawning, degraded, a stale worker, a warning, a refused
@@ -11,9 +11,10 @@ window, or mcp-tray respawn demo-fragile"), with how many other causes
 there are; the menu's first lines say the same. Causes, most severe first:
 parked servers, tripped sessions, a refused config edit, warnings (a taken
 port first), degraded servers, stale workers, servers respawning, servers
-starting. ``token-storage`` (the API token in a 0600 file for want of a
-Secret Service) is information, not a problem: it stays in the Warnings
-tab and never turns the icon amber.
+starting. Only warnings count (core.base.severity's rule): advice (a
+worker whose environment could not be read) and information (the API
+token in a 0600 file for want of a Secret Service) stay in the Warnings
+tab and never turn the icon amber.
 
 Pure: no Qt here, so every combination is a plain test.
 """
@@ -27,7 +28,6 @@ from typing import Final
 from core.base.snapshot import ServerSnapshot, TraySnapshot, WarningSnapshot
 from core.base.states import ServerState
 from core.registry.identity import client_display_name
-from core.settings.secrets import INFO_FAMILIES  # listed, never amber
 
 #: The whole tooltip, "mcp-tray: " included: a tray tooltip is one glance.
 TOOLTIP_MAX: Final = 180
@@ -143,10 +143,6 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def is_info(warning: WarningSnapshot) -> bool:
-    return warning.family in INFO_FAMILIES
-
-
 # ----------------------------------------------------------------- causes
 
 
@@ -205,7 +201,8 @@ def _warning(warning: WarningSnapshot) -> Cause:
 
 
 def _warnings(snapshot: TraySnapshot) -> list[Cause]:
-    problems = [w for w in snapshot.warnings if not is_info(w)]
+    # Advice and information are listed in the Warnings tab, never amber.
+    problems = [w for w in snapshot.warnings if w.is_warning]
 
     def rank(warning: WarningSnapshot) -> int:
         family = warning.family.rstrip(":")

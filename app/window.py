@@ -61,6 +61,7 @@ from app.models import (
 from app.sparkline import ActivityDelegate
 from app.usage import UsageSampler
 from core.base.errors import McpTrayError
+from core.base.severity import count_warnings
 from core.base.snapshot import ServerSnapshot, TraySnapshot
 from core.supervision.offer import ServerOffer, offer_of
 from core.supervision.timeline import NOTE_SOURCE, LogFollower, LogLine
@@ -284,7 +285,9 @@ class MainWindow(QMainWindow):
             f"Config edit refused — still running the last good config.\n{snapshot.config_error or ''}"
         )
         self._refresh_log_servers(snapshot.servers)
-        self.tabs.setTabText(TAB_WARNINGS, f"Warnings ({len(snapshot.warnings)})")
+        # Only warnings count; advice and information are listed, not counted.
+        count = count_warnings(warning.family for warning in snapshot.warnings)
+        self.tabs.setTabText(TAB_WARNINGS, f"Warnings ({count})")
         self._heartbeat_status()
         self._show_details()
         if self.isVisible() and self.tabs.currentIndex() == TAB_LOGS:

@@ -133,6 +133,7 @@ from harness import (
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
+from results import Row, record
 
 from core.base.errors import ConfigError, NotRunning
 from core.serving.http_guard import MAX_CONNECTIONS, READ_SECONDS, connection_cap
@@ -184,6 +185,17 @@ RELOAD_SECONDS: Final = 10.0
 PROBE_EVERY: Final = 0.25
 PROBE_SECONDS: Final = 5.0
 TARGET_PROBE_SECONDS: Final = 1.0
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS: Final = (
+    Row(
+        "hostile input",
+        "0 tracebacks, 0 hangs, 0 HTTP 500",
+        "{configs:,} configs, {edits} live edits, {connections:,} connections without the "
+        "token (status p95 {status_p95_ms:,.0f} ms, max {status_max_ms:,.0f} ms), "
+        "{requests:,} fuzzed requests: {tracebacks} / {hangs} / {http_500}; /metrics "
+        "{metrics_kb:.1f} kB after {methods:,} invented methods",
+    ),
+)
 CLI_STATUS_EVERY: Final = 2.0
 #: The burst (``--burst``): status probes right after it, and how far apart.
 BURST_PROBES: Final = 10
@@ -2045,6 +2057,22 @@ def main() -> int:
         if value != default:
             command += f" --{flag} {value:g}" if isinstance(value, float) else f" --{flag} {value}"
     print(f"reproduce: {command}")
+    if not failed and set(figures.done) >= {"configs", "flood", "requests", "metrics"}:
+        sizes = [size for _, size in figures.metrics.scrapes]
+        shown: dict[str, float | int] = {
+            "configs": len(figures.configs.cases),
+            "edits": len(figures.configs.edits),
+            "connections": len(figures.flood.conns),
+            "status_p95_ms": 1e3 * percentile(answered, 0.95) if answered else math.nan,
+            "status_max_ms": 1e3 * max(answered, default=math.nan),
+            "requests": len(figures.requests.sent),
+            "tracebacks": all_tracebacks,
+            "hangs": hangs,
+            "http_500": fives,
+            "metrics_kb": max(sizes, default=0) / 1000,
+            "methods": figures.metrics.requests,
+        }
+        record("abuse", command, shown, ROWS)
     return 1 if failed else 0
 
 

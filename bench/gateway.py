@@ -172,6 +172,7 @@ from mcp import Client as ModernClient
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
+from results import Row, record
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 ECHO_SCRIPT: Final = ROOT / "tests" / "servers" / "echo.py"
@@ -182,6 +183,18 @@ DEFAULT_CALLS: Final = 2000
 DEFAULT_WARMUP: Final = 50
 DEFAULT_BLOCK: Final = 100
 TARGET_ADDED_P50_MS: Final = 1.0
+#: What this bench adds to README's "Measured" table (bench/results.py); the
+#: floor rows (a plain HTTP client) are needed for the first figure.
+ROWS: Final = (
+    Row(
+        "gateway overhead per call, p50",
+        "< 1 ms",
+        "+{raw_gateway_added_p50_ms:.2f} ms with a plain HTTP client; "
+        "+{gateway_added_p50_ms:.1f} ms with the MCP SDK's HTTP client (the client itself "
+        "costs +{sdk_client_added_p50_ms:.1f} ms); +{bridge_added_p50_ms:.1f} ms through the "
+        "stdio bridge",
+    ),
+)
 #: Bound on the tray's start-up (spawn, echo handshake, tools listed).
 READY_SECONDS: Final = 60.0
 #: How long the tray gets to stop its children and exit after SIGTERM.
@@ -1763,7 +1776,17 @@ def report(
         extra += " --no-modern"
     if not args.peers:
         extra += " --no-peers"
-    print(f"  reproduce: .venv/bin/python bench/gateway.py --calls {args.calls}{extra}")
+    command = f".venv/bin/python bench/gateway.py --calls {args.calls}{extra}"
+    print(f"  reproduce: {command}")
+    if floor:
+        tray_raw = stats["raw-gateway"].p50 - stats["raw-direct"].p50
+        figures = {
+            "raw_gateway_added_p50_ms": tray_raw,
+            "gateway_added_p50_ms": stats["gateway"].p50 - base.p50,
+            "sdk_client_added_p50_ms": stats["gateway"].p50 - base.p50 - tray_raw,
+            "bridge_added_p50_ms": stats["bridge"].p50 - base.p50,
+        }
+        record("gateway", command, figures, ROWS)
 
 
 @contextlib.contextmanager

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 from harness import percentile, tray_env
+from results import Row, record
 
 from core.settings.paths import default_paths
 
@@ -51,6 +52,16 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 READY_SECONDS: Final = 90.0
 PROTOCOL: Final = "2025-06-18"
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS: Final = (
+    Row(
+        "gateway p50 with the window open vs headless",
+        "within 5 %",
+        "{gui_over_headless_percent:+.1f} % ({gui_p50_ms:.2f} ms vs {headless_p50_ms:.2f} ms); "
+        "tray CPU per call {gui_cpu_per_call_ms:.2f} ms vs {headless_cpu_per_call_ms:.2f} ms; "
+        "interleaved, {rounds} rounds × {batch} calls",
+    ),
+)
 TRAYER: Final = ("trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel")
 
 
@@ -286,6 +297,15 @@ def report(trays: list[Tray], args: argparse.Namespace, command: str) -> None:
     ratio = p50["gui"] / p50["headless"]
     print(f"  GUI p50 / headless p50 = {ratio:.3f} ({100 * (ratio - 1):+.1f} %; target within 5 %)")
     print(f"reproduce: {command}")
+    figures: dict[str, float | int] = {
+        "gui_over_headless_percent": 100 * (ratio - 1),
+        "rounds": args.rounds,
+        "batch": args.batch,
+    }
+    for tray in trays:
+        figures[f"{tray.name}_p50_ms"] = p50[tray.name]
+        figures[f"{tray.name}_cpu_per_call_ms"] = 1e3 * tray.cpu / len(tray.samples)
+    record("gui_latency", command, figures, ROWS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,7 @@ from harness import (
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from results import Row, record
 
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
@@ -577,6 +578,16 @@ def main() -> int:
         if value != default:
             command += f" --{flag} {value:g}" if isinstance(value, float) else f" --{flag} {value}"
     print(f"reproduce: {command}")
+    if not failed:
+        shown = figures | {"calls": args.calls, "answered_percent": 100 * share}
+        sessions = args.bridges + args.http
+        row = Row(
+            f"kill -9 every {args.kill_every:g} s, {sessions} sessions, read-only calls",
+            f"≥ {TARGET_ANSWERED:.0%} answered, 0 lost, 0 tripped",
+            "{calls:,} calls: {answered_percent:.1f} % answered, {lost} lost, {hung} hung, "
+            "{tripped} tripped",
+        )
+        record("killstorm", command, shown, [row])
     return 1 if failed else 0
 
 

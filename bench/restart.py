@@ -82,6 +82,7 @@ from harness import (
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
+from results import Row, record
 
 from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
@@ -103,6 +104,15 @@ READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 30.0
 #: Broken calls in a row (the client's transport failed) that end the run.
 BROKEN_IN_A_ROW: Final = 3
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS: Final = (
+    Row(
+        "tray restarts under a client on the bridge",
+        "0 lost, 0 hung",
+        "{restarts} restarts, {calls:,} calls: {answered:,} answered, {lost} lost, {hung} hung; "
+        "gap per restart p50 {gap_p50_ms:,.0f} ms, p95 {gap_p95_ms:,.0f} ms",
+    ),
+)
 
 
 # Type-checked under every OS by `make lint`; it only runs where it measures.
@@ -412,6 +422,21 @@ def report(run: Run, args: argparse.Namespace, seconds: float) -> None:
     )
 
 
+def figures(run: Run) -> dict[str, float | int]:
+    """The figures README's table shows (bench/results.py)."""
+    counts = Counter(c.outcome for c in run.calls)
+    gaps = [g for r in run.restarts if (g := gap_ms(run, r)) is not None]
+    return {
+        "restarts": len(run.restarts),
+        "calls": len(run.calls),
+        "answered": counts["answered"],
+        "lost": counts["lost"],
+        "hung": counts["hung"],
+        "gap_p50_ms": percentile(gaps, 0.50) if gaps else float("nan"),
+        "gap_p95_ms": percentile(gaps, 0.95) if gaps else float("nan"),
+    }
+
+
 def targets(run: Run) -> None:
     counts = Counter(c.outcome for c in run.calls)
     print("targets:")
@@ -517,6 +542,8 @@ def main() -> int:
     if args.interval:
         command += f" --interval {args.interval:g}"
     print(f"reproduce: {command}")
+    if not (failed or run.aborted):
+        record("restart", command, figures(run), ROWS)
     return 1 if failed or run.aborted else 0
 
 

@@ -129,3 +129,46 @@ class Headless:
         if self.proc.stderr is None or self.proc.stderr.closed:
             return ""
         return self.proc.communicate()[1]
+
+
+def post_jsonrpc(
+    url: str,
+    token: str,
+    request_id: int,
+    method: str,
+    params: dict[str, Any],
+    session: str | None = None,
+) -> Any:
+    """One JSON-RPC request, posted as an MCP client posts it."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return httpx.post(url, json=message, headers=headers, timeout=30)
+
+
+def trip_a_session(tray: Headless, server: str) -> str:
+    """Open an HTTP client session (as Cursor) on parked ``server`` and trip it:
+    four calls, each failing with the parked reason. Its session id."""
+    token = cli(tray.home, "token").stdout.strip()
+    url = f"{tray.status()['gateway']['url']}/mcp/{server}"
+    init = post_jsonrpc(
+        url,
+        token,
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "cursor-vscode", "version": "1"},
+        },
+    )
+    session: str = init.headers["mcp-session-id"]
+    for request_id in range(2, 6):
+        reply = post_jsonrpc(
+            url, token, request_id, "tools/call", {"name": "x", "arguments": {}}, session
+        )
+        assert reply.json()["result"]["isError"] is True
+    return session

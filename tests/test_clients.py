@@ -7,17 +7,22 @@ twice, and the second run must change nothing. The keyring is the test one.
 """
 
 import json
+import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from core.cli import integrations
-from core.cli.clients import client_snippet, import_servers, read_client_servers, strip_jsonc
+from core.cli.client_files import strip_jsonc
+from core.cli.clients import client_snippet
+from core.cli.importer import import_servers, read_client_servers
 from core.settings.config import load_config
 from core.settings.secrets import get_secret
 from tests.cli_support import run_mcp_tray
+from tests.conftest import make_fifo
 from tests.fake_keyring import FileKeyring
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients"
@@ -25,6 +30,8 @@ SOURCES = {
     "claude": FIXTURES / "claude_desktop_config.json",
     "cursor": FIXTURES / "cursor_mcp.json",
     "vscode": FIXTURES / "vscode_mcp.json",
+    "gemini": FIXTURES / "gemini_settings.json",
+    "codex": FIXTURES / "codex_config.toml",
 }
 
 
@@ -41,14 +48,23 @@ def test_a_bridge_snippet_is_in_the_clients_own_format(client: str) -> None:
         assert entry["type"] == "stdio"
 
 
-@pytest.mark.parametrize("client", ["claude-code", "cursor", "vscode"])
+@pytest.mark.parametrize(
+    ("client", "url", "headers"),
+    [
+        ("claude-code", "url", "headers"),
+        ("cursor", "url", "headers"),
+        ("vscode", "url", "headers"),
+        ("gemini", "httpUrl", "headers"),
+        ("codex", "url", "http_headers"),
+    ],
+)
 def test_an_http_snippet_points_at_the_gateway_with_the_token_and_names_its_client(
-    client: str,
+    client: str, url: str, headers: str
 ) -> None:
     snippet = client_snippet(client, ["echo"], http_url="http://127.0.0.1:4321", token="t0k")
     entry = next(iter(snippet.values()))["echo"]
-    assert entry["url"] == "http://127.0.0.1:4321/mcp/echo"
-    assert entry["headers"] == {
+    assert entry[url] == "http://127.0.0.1:4321/mcp/echo"
+    assert entry[headers] == {
         "Authorization": "Bearer t0k",
         "x-mcp-tray-identity": integrations.client(client).registered_as,
     }
@@ -68,6 +84,18 @@ def test_claude_desktop_gets_no_http_snippet() -> None:
         client_snippet("claude", ["echo"], http_url="http://127.0.0.1:1", token="t")
 
 
+def test_client_config_codex_prints_toml_tables_codex_reads(tmp_path: Path) -> None:
+    env = {**os.environ, "MCP_TRAY_HOME": str(tmp_path / "tray")}
+    result = run_mcp_tray(env, "client-config", "codex", "--server", "echo", "--server", "a.b")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("[mcp_servers.echo]\n")
+    servers = tomllib.loads(result.stdout)["mcp_servers"]
+    assert list(servers) == ["echo", "a.b"]
+    assert servers["echo"]["args"][-2:] == ["connect", "echo"]
+    assert servers["echo"]["env"]["MCP_TRAY_CLIENT"] == "codex"
+
+
 def test_jsonc_comments_and_trailing_commas_are_understood() -> None:
     assert json.loads(strip_jsonc('{"a": "//not a comment", /* c */ "b": [1, 2,], // end\n}')) == {
         "a": "//not a comment",
@@ -75,7 +103,7 @@ def test_jsonc_comments_and_trailing_commas_are_understood() -> None:
     }
 
 
-@pytest.mark.parametrize("client", ["claude", "cursor", "vscode"])
+@pytest.mark.parametrize("client", ["claude", "cursor", "vscode", "gemini", "codex"])
 def test_importing_a_clients_servers_twice_changes_nothing_the_second_time(
     client: str, tmp_path: Path
 ) -> None:
@@ -101,6 +129,11 @@ def test_importing_a_clients_servers_twice_changes_nothing_the_second_time(
     if client == "vscode":
         assert "${workspaceFolder}" in skipped["workspace-files"]
         assert "remote" in skipped["remote"]
+    if client == "gemini":
+        assert first.added == ["git"] and "remote" in skipped["github"]
+    if client == "codex":
+        assert first.added == ["time", "fetch"] and "remote" in skipped["figma"]
+        assert loaded.servers["fetch"].disabled and not loaded.servers["time"].disabled
 
 
 def test_an_existing_server_of_the_same_name_but_another_launch_is_kept_and_the_import_renamed(
@@ -139,12 +172,14 @@ def test_secret_looking_values_move_to_the_keyring_when_accepted(
     assert "ghp_example" not in config.read_text()
 
 
-def run_cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    home: Path, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     from core.settings.paths import default_paths
     from tests.gateway_support import bridge_env
 
     env = bridge_env(default_paths({"MCP_TRAY_HOME": str(home)}))
-    return run_mcp_tray(env, *args, stdin=stdin)
+    return run_mcp_tray(env, *args, stdin=stdin, timeout=timeout)
 
 
 def test_the_import_command_merges_a_client_file_without_prompting_when_not_interactive(
@@ -165,6 +200,24 @@ def test_the_import_command_merges_a_client_file_without_prompting_when_not_inte
     assert json.loads((home / "config" / "config.json").read_text())["mcpServers"]["weather"][
         "args"
     ] == ["/opt/weather/index.js"]
+
+
+@pytest.mark.parametrize("client", ["gemini", "codex"])
+def test_an_import_from_a_fifo_is_refused_at_once_naming_the_file(
+    client: str, tmp_path: Path
+) -> None:
+    # read_text waited forever for a writer here: import uses the hostile-file reader now.
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    source = tmp_path / SOURCES[client].name
+    make_fifo(source)
+
+    result = run_cli(home, "import", client, "--path", str(source), timeout=20)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert str(source) in result.stderr
+    assert "a named pipe (FIFO), not a regular file" in result.stderr
+    assert not (home / "config" / "config.json").exists()
 
 
 def test_secret_set_and_rm_through_the_cli(tmp_path: Path, fake_keyring: FileKeyring) -> None:

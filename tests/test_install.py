@@ -2,7 +2,8 @@
 
 Strategy: fixture files shaped like each client's real config
 (tests/fixtures/clients/install: other servers, other keys, a broken one, a
-VS Code file with comments, a same-name entry that is not ours) are copied
+VS Code file with comments, a same-name entry that is not ours; Codex's in
+TOML, with comments) are copied
 to where that client keeps its file under a tmp_path home; plan_install and
 apply_install run on them for real, and the tests read back the files,
 backups and modes on disk. Entries come from client_snippet, as in the
@@ -13,8 +14,10 @@ subprocess, with HOME pointed at tmp_path.
 import json
 import os
 import stat
+import tomllib
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +32,7 @@ from core.cli.install import (
 )
 from core.cli.integrations import client_config_path, installable_clients
 from tests.cli_support import run_mcp_tray
+from tests.conftest import make_fifo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients" / "install"
 #: Each client's fixture: a file with other servers and other keys.
@@ -37,13 +41,27 @@ EXISTING = {
     "claude-code": FIXTURES / "claude.json",
     "cursor": FIXTURES / "cursor_mcp.json",
     "vscode": FIXTURES / "vscode_mcp.json",
+    "gemini": FIXTURES / "gemini_settings.json",
+    "codex": FIXTURES / "codex_config.toml",
 }
-KEY = {"claude": "mcpServers", "claude-code": "mcpServers", "cursor": "mcpServers"}
+KEY = {
+    "claude": "mcpServers",
+    "claude-code": "mcpServers",
+    "cursor": "mcpServers",
+    "gemini": "mcpServers",
+    "codex": "mcp_servers",
+}
 FIXED_NOW = datetime(2026, 11, 30, 12, 0, 0)
 
 
 def servers_key(client: str) -> str:
     return KEY.get(client, "servers")
+
+
+def load(client: str, path: Path) -> dict[str, Any]:
+    """``client``'s file as the client reads it (Codex's is TOML)."""
+    text = path.read_text()
+    return tomllib.loads(text) if client == "codex" else dict(json.loads(text))
 
 
 def place(client: str, fixture: Path, home: Path) -> Path:
@@ -88,12 +106,12 @@ def test_installing_keeps_the_other_servers_and_keys_of_the_file_untouched(
 ) -> None:
     path = place(client, EXISTING[client], tmp_path)
     before_text = path.read_text()
-    before = json.loads(before_text)
+    before = load(client, path)
 
     plan = plan_install(client, snippet_entries(client, ["echo", "notes"]), home=tmp_path)
     result = apply_install(plan)
 
-    after = json.loads(path.read_text())
+    after = load(client, path)
     key = servers_key(client)
     assert result.written and plan.added == ("echo", "notes")
     assert {k: v for k, v in after.items() if k != key} == {
@@ -101,8 +119,9 @@ def test_installing_keeps_the_other_servers_and_keys_of_the_file_untouched(
     }
     assert {n: e for n, e in after[key].items() if n not in ("echo", "notes")} == before[key]
     # Spliced, not re-serialised: no line of the user's file changes, but for
-    # the comma JSON needs after what was the last server.
+    # the comma JSON needs after what was the last server (TOML needs none).
     added = plan.diff.splitlines()
+    assert client != "codex" or removed_lines(plan.diff) == []
     assert all(f"+{line[1:]}," in added for line in removed_lines(plan.diff))
     assert len(removed_lines(plan.diff)) <= 1
     assert all(line in path.read_text() for line in before_text.splitlines())
@@ -113,13 +132,62 @@ def test_the_entries_written_are_the_clients_own_snippet(client: str, tmp_path: 
     entries = snippet_entries(client, ["echo"], tray_home="/srv/tray")
     apply_install(plan_install(client, entries, home=tmp_path))
 
-    written = json.loads(client_config_path(client, home=tmp_path).read_text())
+    written = load(client, client_config_path(client, home=tmp_path))
     entry = written[servers_key(client)]["echo"]
     assert entry == entries["echo"]
     assert entry["args"][-2:] == ["connect", "echo"]
     assert entry["env"]["MCP_TRAY_HOME"] == "/srv/tray"
     if client in ("vscode", "claude-code"):
         assert entry["type"] == "stdio"
+
+
+def test_codexs_toml_keeps_its_comments_and_tables_and_gets_one_table_per_server(
+    tmp_path: Path,
+) -> None:
+    path = place("codex", EXISTING["codex"], tmp_path)
+    before = path.read_text()
+    entries = snippet_entries("codex", ["echo"], http_url="http://127.0.0.1:28729", token="t0k")
+
+    apply_install(plan_install("codex", entries, home=tmp_path))
+
+    text = path.read_text()
+    assert text.startswith(before.split("[profiles.fast]")[0])  # every line of the user's kept
+    assert text.endswith('\n\n[profiles.fast]\nmodel = "gpt-5-mini"\n')
+    assert "# pinned by the team" in text and "# the model for new sessions" in text
+    assert '[mcp_servers.echo]\nurl = "http://127.0.0.1:28729/mcp/echo"\n' in text
+    assert 'http_headers = {Authorization = "Bearer t0k", x-mcp-tray-identity = "codex"}' in text
+    assert tomllib.loads(text)["mcp_servers"]["echo"] == entries["echo"]
+
+
+def test_a_codex_file_that_is_not_toml_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = client_config_path("codex", home=tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("[mcp_servers.x\ncommand = 1\n")
+
+    with pytest.raises(ConfigError, match="not valid TOML") as caught:
+        plan_install("codex", snippet_entries("codex", ["echo"]), home=tmp_path)
+    assert str(path) in str(caught.value) and "move it aside" in str(caught.value)
+
+
+def test_a_dry_run_shows_the_token_masked_in_json_and_in_toml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for client in ("gemini", "codex"):
+        entries = snippet_entries(client, ["echo"], http_url="http://127.0.0.1:1", token="t0k")
+        code = run_install(client, entries, dry_run=True, overwrite=False, home=tmp_path)
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "t0k" not in out and "Bearer ********" in out
+        assert not client_config_path(client, home=tmp_path).exists()
+
+
+def test_a_client_file_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    path = client_config_path("gemini", home=tmp_path)
+    path.parent.mkdir(parents=True)
+    make_fifo(path)
+
+    with pytest.raises(ConfigError, match="named pipe"):
+        plan_install("gemini", snippet_entries("gemini", ["echo"]), home=tmp_path)
 
 
 def test_claude_codes_project_scoped_servers_are_left_alone(tmp_path: Path) -> None:
@@ -306,6 +374,33 @@ def test_overwrite_replaces_a_conflicting_entry_and_nothing_else(tmp_path: Path)
     assert len(backups(path)) == 1
 
 
+def test_a_codex_table_of_the_same_name_is_a_conflict_until_overwrite_replaces_it_alone(
+    tmp_path: Path,
+) -> None:
+    # The user's own [mcp_servers.docs] table: mcp-tray's "docs" must not replace it silently.
+    path = place("codex", EXISTING["codex"], tmp_path)
+    original = path.read_bytes()
+    entries = snippet_entries("codex", ["docs"])
+
+    refused = plan_install("codex", entries, home=tmp_path)
+    with pytest.raises(CommandError, match="Nothing was written"):
+        apply_install(refused)
+    assert [c.name for c in refused.conflicts] == ["docs"]
+    assert path.read_bytes() == original and backups(path) == []
+
+    result = apply_install(plan_install("codex", entries, home=tmp_path, overwrite=True))
+
+    after = tomllib.loads(path.read_text())
+    assert after["mcp_servers"]["docs"] == entries["docs"]
+    assert (
+        after["mcp_servers"]["remote"] == tomllib.loads(original.decode())["mcp_servers"]["remote"]
+    )
+    assert after["profiles"] == {"fast": {"model": "gpt-5-mini"}}
+    assert "# Codex settings, kept by hand." in path.read_text()
+    assert result.backup is not None and backups(path) == [result.backup]
+    assert result.backup.read_bytes() == original
+
+
 def test_an_older_mcp_tray_entry_of_the_same_name_is_updated_without_overwrite(
     tmp_path: Path,
 ) -> None:
@@ -432,13 +527,16 @@ def test_the_inspector_and_an_empty_server_list_are_refused_with_what_to_do(
         ("claude-code", "Claude Code"),
         ("cursor", "Cursor"),
         ("vscode", "VS Code"),
+        ("gemini", "Gemini CLI"),
+        ("codex", "Codex"),
     ],
 )
 def test_the_last_line_says_which_client_to_restart(
     client: str, label: str, tmp_path: Path
 ) -> None:
     result = apply_install(plan_install(client, snippet_entries(client, ["echo"]), home=tmp_path))
-    assert result.lines()[-1].startswith(f"restart {label}")
+    last = result.lines()[-1]
+    assert last.startswith((f"restart {label}", f"start a new {label} session"))
 
 
 # ---------------------------------------------------------- the command

@@ -23,7 +23,7 @@ from core.cli.integrations import (
     installable_clients,
     snippet_targets,
 )
-from core.cli.main import _parser
+from core.cli.parser import build_parser
 
 HOME = Path("/home/ada")
 
@@ -33,18 +33,24 @@ WHERE = {
         "claude-code": HOME / ".claude.json",
         "cursor": HOME / ".cursor/mcp.json",
         "vscode": HOME / ".config/Code/User/mcp.json",
+        "gemini": HOME / ".gemini/settings.json",
+        "codex": HOME / ".codex/config.toml",
     },
     "darwin": {
         "claude": HOME / "Library/Application Support/Claude/claude_desktop_config.json",
         "claude-code": HOME / ".claude.json",
         "cursor": HOME / ".cursor/mcp.json",
         "vscode": HOME / "Library/Application Support/Code/User/mcp.json",
+        "gemini": HOME / ".gemini/settings.json",
+        "codex": HOME / ".codex/config.toml",
     },
     "win32": {
         "claude": HOME / "AppData/Roaming/Claude/claude_desktop_config.json",
         "claude-code": HOME / ".claude.json",
         "cursor": HOME / ".cursor/mcp.json",
         "vscode": HOME / "AppData/Roaming/Code/User/mcp.json",
+        "gemini": HOME / ".gemini/settings.json",
+        "codex": HOME / ".codex/config.toml",
     },
 }
 
@@ -66,6 +72,18 @@ def test_on_windows_the_roaming_appdata_folder_is_the_environments_own() -> None
     )
 
 
+@pytest.mark.parametrize("system", sorted(WHERE))
+def test_codex_home_moves_codexs_file_on_every_os_and_only_when_absolute(system: str) -> None:
+    moved = {"CODEX_HOME": "/srv/codex"}
+    assert client_config_path("codex", system=system, environ=moved) == Path(
+        "/srv/codex/config.toml"
+    )
+    relative = {"CODEX_HOME": "codex"}
+    assert client_config_path("codex", system=system, environ=relative) == (
+        Path.home() / ".codex/config.toml"
+    )
+
+
 def test_only_the_xdg_clients_move_with_xdg_config_home_and_only_on_linux(tmp_path: Path) -> None:
     xdg = tmp_path / "xdg"
     assert client_config_path("vscode", home=HOME, xdg_config_home=xdg) == (
@@ -81,9 +99,17 @@ def test_only_the_xdg_clients_move_with_xdg_config_home_and_only_on_linux(tmp_pa
 
 
 def test_the_registry_decides_what_each_command_offers() -> None:
-    assert snippet_targets() == ("claude", "claude-code", "cursor", "vscode", "inspector")
-    assert installable_clients() == ("claude", "claude-code", "cursor", "vscode")
-    assert importable_clients() == ("claude", "cursor", "vscode")
+    assert snippet_targets() == (
+        "claude",
+        "claude-code",
+        "cursor",
+        "vscode",
+        "gemini",
+        "codex",
+        "inspector",
+    )
+    assert installable_clients() == ("claude", "claude-code", "cursor", "vscode", "gemini", "codex")
+    assert importable_clients() == ("claude", "cursor", "vscode", "gemini", "codex")
     with pytest.raises(SnippetError, match="keeps no config file"):
         client_config_path("inspector")
 
@@ -113,5 +139,5 @@ def test_a_client_added_to_the_registry_is_offered_everywhere_without_more_code(
     assert plan.added == ("echo",)
     assert plan.restart == "restart New Client"
 
-    args = _parser().parse_args(["client-config", "newcomer", "--install", "--dry-run"])
+    args = build_parser().parse_args(["client-config", "newcomer", "--install", "--dry-run"])
     assert args.client == "newcomer"

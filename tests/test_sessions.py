@@ -1,11 +1,11 @@
-"""SessionTable and ClientSession: the per-session breaker of DESIGN 3.5.
+"""SessionTable and ClientSession: the per-session breaker of docs/design.md §3.5.
 
 Strategy: plain synchronous unit tests on a real SessionTable whose
 ``publish`` appends to a list, fed the real exceptions of
 core.base.errors (the same objects the call path raises), so what counts,
 what trips, what is refused and which events a subscriber sees are all
 asserted directly. The tripped text is compared character for character
-with DESIGN 3.5. Nothing here waits or runs a loop.
+with docs/design.md §3.5. Nothing here waits or runs a loop.
 """
 
 from pathlib import Path
@@ -31,7 +31,7 @@ from core.serving.sessions import ClientSession, SessionTable
 from core.supervision.breakers import SESSION_BREAKER_THRESHOLD
 
 LOG = Path("/tmp/mcp-tray-test/echo.log")
-#: DESIGN 3.5, word for word, with <session> filled in.
+#: docs/design.md §3.5, word for word, with <session> filled in.
 TRIPPED_TEXT = (
     "⚠️ This session has failed 3 times in a row with a non-retryable error. "
     "Reset it from the mcp-tray window, or run: mcp-tray reset {session}"

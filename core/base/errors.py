@@ -44,7 +44,9 @@ A dead subprocess is never reported as a timeout: only ``CallTimedOut`` says
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from core.base.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from core.base.states import ServerState
@@ -185,11 +187,6 @@ class NotRunning(InstanceError):
         )
 
 
-#: Exit codes of the ``mcp-tray`` command (README lists them).
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-
-
 class NotFinite(McpTrayError, ValueError):
     """``NaN`` or ``±Infinity`` in a JSON text: Python's parser accepts them, no JSON peer
     does. A ValueError too, as anything else ``json.loads`` refuses."""
@@ -269,7 +266,7 @@ class CallError(McpTrayError):
 
     #: Short machine-readable kind for the API and the metrics.
     kind = "call-error"
-    #: Counts toward the server breaker (DESIGN 3.4): a transport-level failure.
+    #: Counts toward the server breaker (docs/design.md §3.4): a transport-level failure.
     transport_failure = False
 
     def __init__(self, server: str, message: str) -> None:

@@ -6,11 +6,13 @@ here is mutable, so a snapshot can cross into Qt or a thread safely, and
 every field is typed: a view reads fields and enums, never parses text.
 """
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from core.base.severity import Severity, severity
 from core.base.states import BreakerState, ServerState
 
 
@@ -100,7 +102,7 @@ class SessionSnapshot:
     tripped: bool
     last_error: str | None
     worker_identity: str | None
-    #: Whether a live, unfenced registry row holds the session (DESIGN 3.6):
+    #: Whether a live, unfenced registry row holds the session (docs/design.md §3.6):
     #: "owned", "fenced" or "missing"; None until the registry was read.
     ownership: str | None = None
     ownership_detail: str = ""
@@ -141,13 +143,32 @@ class WorkerSnapshot:
 
 @dataclass(frozen=True)
 class WarningSnapshot:
-    """A diagnostic a person should act on; ``text`` is its one line."""
+    """A finding (a warning, advice or information); ``text`` is its one line."""
 
     family: str
     subject: str
     message: str
     fix: str
     text: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "WarningSnapshot":
+        """From a ``/api/v1/warnings`` row (its ``severity`` is the family's, not stored)."""
+        return cls(**{key: str(row.get(key) or "") for key in _WARNING_FIELDS})
+
+    @property
+    def severity(self) -> Severity:
+        return severity(self.family)
+
+    @property
+    def is_warning(self) -> bool:
+        return self.severity is Severity.WARNING
+
+    def to_json(self) -> dict[str, str]:
+        return {**dataclasses.asdict(self), "severity": self.severity.value}
+
+
+_WARNING_FIELDS: Final = ("family", "subject", "message", "fix", "text")
 
 
 @dataclass(frozen=True)

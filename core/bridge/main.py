@@ -32,10 +32,12 @@ from typing import Final
 
 from core.base.envvars import AUTOSTART_ENV, RECONNECT_SECONDS_ENV
 from core.base.errors import InstanceError, NotRunning, RegistryFileError
+from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.bridge.attachment import Attachment, bridge_identity
 from core.bridge.autostart import autostart_enabled, ensure_tray
 from core.bridge.relay import RECONNECT_WAIT_SECONDS, Relay
 from core.platform.backends import backends
+from core.platform.pipes import pipes_for
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.registry.identity import normalize_client_name
 from core.registry.records import HeartbeatOutcome
@@ -43,21 +45,22 @@ from core.settings.paths import Paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
 #: How long a request waits for a tray nobody is starting (autostart off, or the
 #: tray the bridge started died): short enough for any client's own timeout.
 ABSENT_WAIT_SECONDS: Final = 2.0
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Our stdin and stdout as streams, through the platform's pipes (threads on Windows)."""
+    """Our stdin and stdout as streams, through the platform's pipes (threads on
+    Windows, and for a stdin or stdout that is a file)."""
     loop = asyncio.get_running_loop()
-    pipes = backends().pipes
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    await pipes.read_pipe(loop, lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    await pipes_for(stdin, backends().pipes).read_pipe(
+        loop, lambda: asyncio.StreamReaderProtocol(reader), stdin
+    )
     protocol = asyncio.streams.FlowControlMixin()
-    transport = await pipes.write_pipe(loop, lambda: protocol, sys.stdout.buffer)
+    transport = await pipes_for(stdout, backends().pipes).write_pipe(loop, lambda: protocol, stdout)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return reader, writer
 

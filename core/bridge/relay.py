@@ -12,7 +12,7 @@ read (``x-mcp-tray-seq``) and the gateway dispatches them in that order;
 what the client sends while its ``initialize`` is being answered waits for
 the answer (there is no session to send it in before).
 
-The tray is never the weak link (DESIGN 3.10): when it goes away (an
+The tray is never the weak link (docs/design.md §3.10): when it goes away (an
 upgrade, a crash), the relay keeps the client connected, finds the tray
 again through its runtime file (on any port), opens a new gateway session by
 replaying the client's own ``initialize``, answers ``ping`` itself
@@ -32,18 +32,17 @@ from urllib.parse import urlsplit
 
 from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
-from core.bridge.replies import (
-    NOT_THERE,
-    answer_for,
-    error_line,
-    json_or_none,
-    lost,
-    never_sent,
-    not_running,
-    request_key,
-    result_line,
-    unless_stopping,
-)
+
+# The relay's own names for them, kept short: they are on most lines below.
+from core.bridge.replies import NOT_THERE
+from core.bridge.replies import answer_for as _answer_for
+from core.bridge.replies import error_reply as _error
+from core.bridge.replies import json_or_none as _json_or_none
+from core.bridge.replies import key as _key
+from core.bridge.replies import lost as _lost
+from core.bridge.replies import never_sent as _never_sent
+from core.bridge.replies import result_reply as _result
+from core.bridge.replies import unless_stopping as _unless_stopping
 from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
@@ -155,14 +154,18 @@ class Relay:
     async def aclose(self) -> None:
         if self._reconnecting is not None:
             self._reconnecting.cancel()
-        if self._get_stream is not None:
-            self._get_stream.cancel()
-        if self._tasks:
-            # Let answers already on their way reach the client.
-            await asyncio.wait(list(self._tasks), timeout=DRAIN_SECONDS)
+        # Let answers already on their way reach the client, and the requests
+        # an answer let go meanwhile (those held behind an initialize, when the
+        # whole input came at once: `mcp-tray connect NAME < requests.jsonl`).
+        deadline = asyncio.get_running_loop().time() + DRAIN_SECONDS
+        while self._tasks and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
         for task in list(self._tasks):
             task.cancel()
+        # Cancelled last: an initialize answered during the drain opened it.
         others = [t for t in (self._get_stream, self._reconnecting) if t is not None]
+        for task in others:
+            task.cancel()
         await asyncio.gather(*self._tasks, *others, return_exceptions=True)
         if self.session_id is not None and self._pool is not None and self._reachable.is_set():
             with contextlib.suppress(HttpError, OSError, TimeoutError):
@@ -201,7 +204,7 @@ class Relay:
             message = loads(line)
         except (ValueError, RecursionError) as exc:
             why = f"Parse error: the bridge got a line that is not JSON ({unparsable_reason(exc)})"
-            self._spawn(self.emit(error_line(None, -32700, why)))
+            self._spawn(self.emit(_error(None, -32700, why)))
             return
         line = line.strip()
         version = request_version(message.get("params")) if isinstance(message, dict) else None
@@ -217,10 +220,10 @@ class Relay:
         if method == "notifications/initialized":
             self._hello_done = line
         if method == "tools/list" and "id" in message:
-            self._listings.add(request_key(message["id"]))
+            self._listings.add(_key(message["id"]))
         if method == "ping" and valid_id(message.get("id")) and self._away:
             # The tray is away; the bridge is alive, and says so itself.
-            self._spawn(self.emit(result_line(message["id"], {})))
+            self._spawn(self.emit(_result(message["id"], {})))
             return
         if self._state == "opening" or self._away:
             self._backlog.append((line, message, time.monotonic()))
@@ -251,14 +254,14 @@ class Relay:
             await self._reachable_within()
             reply_body = await self._handshake(line)
         except _Gone as gone:
-            await self.emit(error_line(request_id, NOT_THERE, str(gone)))
+            await self.emit(_error(request_id, NOT_THERE, str(gone)))
             self._state = "fresh"
             self._fail_backlog(str(gone))
             return
         except (HttpError, OSError) as exc:
-            await self.emit(error_line(request_id, NOT_THERE, lost(exc)))
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc)))
             self._state = "fresh"
-            self._fail_backlog(lost(exc))
+            self._fail_backlog(_lost(exc))
             self._lost_tray()
             return
         await self.emit(reply_body)
@@ -292,7 +295,7 @@ class Relay:
         try:
             await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
         except TimeoutError:
-            raise _Gone(not_running(self.wait_seconds, self.absent_why)) from None
+            raise _Gone(self.wait_seconds, self.absent_why) from None
 
     def _lost_tray(self) -> None:
         """The tray is away (or lost our session): find it again, once."""
@@ -340,15 +343,15 @@ class Relay:
             if now - since < self.wait_seconds:
                 kept.append(entry)
             elif answerable(message):
-                gone = not_running(self.wait_seconds, self.absent_why)
-                self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, gone)))
+                gone = str(_Gone(self.wait_seconds, self.absent_why))
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
     def _fail_backlog(self, why: str) -> None:
         backlog, self._backlog = self._backlog, []
         for _, message, _ in backlog:
             if answerable(message):
-                self._spawn(self.emit(error_line(reply_id(message), NOT_THERE, why)))
+                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, why)))
 
     # ------------------------------------------------------------ requests
 
@@ -382,7 +385,7 @@ class Relay:
                     return
                 if reply.status == 200 and body:
                     self._learn(request_id, body)
-                    await self.emit(unless_stopping(body))
+                    await self.emit(_unless_stopping(body))
                 else:
                     await self._answer(message, reply.status, body)
         except (HttpError, OSError) as exc:
@@ -400,15 +403,15 @@ class Relay:
             if self._state == "open":
                 self._seq += 1
                 seq = self._seq
-            await self._forward(line, message, seq, retried=not never_sent(exc))
+            await self._forward(line, message, seq, retried=not _never_sent(exc))
             return
         if request_id is not None:
-            await self.emit(error_line(request_id, NOT_THERE, lost(exc, taken=True)))
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
 
     def _send_again(self, exc: Exception, message: Any, request_id: Any, retried: bool) -> bool:
         """A request cut by ``exc``: send it again once the tray is back? Yes when it
         certainly never arrived, or is safe to take twice and was not sent twice yet."""
-        if never_sent(exc):
+        if _never_sent(exc):
             return True
         return request_id is not None and not retried and self._repeatable(message)
 
@@ -418,7 +421,7 @@ class Relay:
             await self._reachable_within()
         except _Gone as gone:
             if request_id is not None:
-                await self.emit(error_line(request_id, NOT_THERE, str(gone)))
+                await self.emit(_error(request_id, NOT_THERE, str(gone)))
             return False
         return True
 
@@ -435,9 +438,9 @@ class Relay:
 
     def _learn(self, request_id: Any, body: bytes) -> None:
         """What each tool says about repeating its calls, from the answers to tools/list."""
-        if request_key(request_id) not in self._listings:
+        if _key(request_id) not in self._listings:
             return
-        self._listings.discard(request_key(request_id))
+        self._listings.discard(_key(request_id))
         with contextlib.suppress(ValueError, RecursionError, AttributeError, TypeError):
             for tool in json.loads(body)["result"]["tools"]:
                 if isinstance(tool.get("name"), str):
@@ -447,7 +450,7 @@ class Relay:
         """The gateway refused ``message``: the client hears why, under its request's id
         (under id null when it has none to give), unless JSON-RPC answers no such message."""
         if answerable(message):
-            await self.emit(answer_for(reply_id(message), status, body))
+            await self.emit(_answer_for(reply_id(message), status, body))
 
     # ------------------------------------------------ 2026-07-28 requests
 
@@ -458,7 +461,7 @@ class Relay:
             # In this era a client cancels over HTTP by closing the request's stream.
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
-            task = self._stateless_calls.get(request_key(request_id))
+            task = self._stateless_calls.get(_key(request_id))
             if task is not None:
                 task.cancel()
             return
@@ -471,10 +474,10 @@ class Relay:
                 headers[NAME_HEADER] = encode_header(named)
         request_id = reply_id(message)
         if method == "tools/list" and request_id is not None:
-            self._listings.add(request_key(request_id))
+            self._listings.add(_key(request_id))
         task = self._spawn(self._post(line, message, headers, request_id))
         if request_id is not None:
-            key = request_key(request_id)
+            key = _key(request_id)
             self._stateless_calls[key] = task
             task.add_done_callback(lambda _: self._stateless_calls.pop(key, None))
 
@@ -504,29 +507,29 @@ class Relay:
                     # The gateway's answer to this very request: passed on unparsed
                     # (a 50 MB result costs no parse here).
                     self._learn(request_id, body)
-                    await self.emit(unless_stopping(body))
+                    await self.emit(_unless_stopping(body))
                     return
                 if body and reply.status in (400, 404):
-                    parsed = json_or_none(body)
+                    parsed = _json_or_none(body)
                     if isinstance(parsed, dict) and parsed.get("id") == request_id:
                         self._learn(request_id, body)
-                        await self.emit(unless_stopping(body))
+                        await self.emit(_unless_stopping(body))
                         return
-                await self.emit(answer_for(request_id, reply.status, body))
+                await self.emit(_answer_for(request_id, reply.status, body))
         except (HttpError, OSError) as exc:
             self._lost_tray()
             if request_id is None:
                 return
             if self._send_again(exc, message, request_id, retried):
-                await self._post(line, message, headers, request_id, retried=not never_sent(exc))
+                await self._post(line, message, headers, request_id, retried=not _never_sent(exc))
                 return
-            await self.emit(error_line(request_id, NOT_THERE, lost(exc, taken=True)))
+            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
 
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
         async for message in messages(reply.chunks()):
-            await self.emit(unless_stopping(message))
+            await self.emit(_unless_stopping(message))
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
@@ -545,12 +548,18 @@ class Relay:
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
 
 
+class _Gone(Exception):
+    def __init__(self, waited: float, why: str | None = None) -> None:
+        because = f" ({why})" if why else ""
+        super().__init__(
+            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+            "soon as it is up"
+        )
+
+
 def _fixed(url: str) -> Locate:
     async def locate() -> str:
         return url
 
     return locate
-
-
-class _Gone(Exception):
-    """The tray stayed away for a request's whole wait; the message is its answer."""

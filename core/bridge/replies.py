@@ -1,8 +1,9 @@
-"""What the bridge writes back when the gateway's answer is not simply relayed.
+"""The JSON-RPC lines the bridge writes itself, and how it reads a failure.
 
-Error lines in the client's terms (an absent tray, a request the tray took
-with it, an HTTP error turned into a JSON-RPC error the client can match to
-its request) and the few parsing helpers the relay needs for them.
+The relay (core.bridge.relay) forwards the client's and the tray's messages
+as bytes; these are the few it makes up: an error the client can match to
+its request whatever the gateway sent, the answer for a tray that went away,
+and the test for the tray's "cut by shutdown" answer.
 """
 
 import json
@@ -27,16 +28,6 @@ def unless_stopping(message: bytes) -> bytes:
     return message
 
 
-def not_running(waited: float, why: str | None = None) -> str:
-    """The answer to a request that waited ``waited`` seconds for an absent tray."""
-    because = f" ({why})" if why else ""
-    return (
-        f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
-        "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
-        "soon as it is up"
-    )
-
-
 def lost(exc: Exception, *, taken: bool = False) -> str:
     if taken:
         return (
@@ -51,7 +42,7 @@ def never_sent(exc: Exception) -> bool:
     return isinstance(exc, HttpError) and exc.never_sent
 
 
-def request_key(request_id: object) -> object:
+def key(request_id: object) -> object:
     return str(request_id) if isinstance(request_id, int | str) else request_id
 
 
@@ -70,23 +61,23 @@ def answer_for(request_id: Any, status: int, body: bytes) -> bytes:
         code = error.get("code")
         if not isinstance(code, int) or isinstance(code, bool):
             code = -32603
-        return error_line(request_id, code, error["message"], error.get("data"))
+        return error_reply(request_id, code, error["message"], error.get("data"))
     if isinstance(error, str):
-        return error_line(request_id, -32603, f"mcp-tray: {error}")
+        return error_reply(request_id, -32603, f"mcp-tray: {error}")
     text = body.decode("utf-8", errors="replace").strip()[:200]
     detail = f": {text}" if text else ""
-    return error_line(
+    return error_reply(
         request_id,
         METHOD_NOT_FOUND if status == 404 else -32603,
         f"mcp-tray answered HTTP {status}{detail}",
     )
 
 
-def result_line(request_id: Any, result: dict[str, Any]) -> bytes:
+def result_reply(request_id: Any, result: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
 
 
-def error_line(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+def error_reply(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data

@@ -8,11 +8,19 @@ when nothing listens, ``CommandError`` otherwise), never a traceback.
 import http.client
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from core.base.errors import EXIT_FAILED, CommandError, NotRunning
+from core.base.errors import CommandError, McpTrayError, NotRunning
+from core.base.exitcodes import EXIT_FAILED
 from core.settings.paths import Paths
 from core.settings.runtime import RuntimeInfo, running_instance
+
+#: How long a command waits for the running tray's API to answer.
+API_TIMEOUT_SECONDS: Final = 30.0
+#: For what a command only adds when a tray runs (doctor's view of the tray,
+#: the config ``client-config`` takes): it must not hang on a tray that does
+#: not answer.
+QUICK_TIMEOUT_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -30,14 +38,16 @@ class Reply:
 
 
 class ControlClient:
-    def __init__(self, paths: Paths, info: RuntimeInfo, token: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, paths: Paths, info: RuntimeInfo, token: str, timeout: float = API_TIMEOUT_SECONDS
+    ) -> None:
         self.paths = paths
         self.info = info
         self._token = token
         self.timeout = timeout
 
     @classmethod
-    def connect(cls, paths: Paths, timeout: float = 30.0) -> "ControlClient":
+    def connect(cls, paths: Paths, timeout: float = API_TIMEOUT_SECONDS) -> "ControlClient":
         from core.settings.secrets import read_token
 
         info = running_instance(paths)
@@ -91,3 +101,25 @@ class ControlClient:
         except ValueError:
             data = {"error": raw.decode("utf-8", errors="replace")}
         return Reply(response.status, data if isinstance(data, dict) else {"value": data})
+
+    def get(self, path: str) -> dict[str, Any]:
+        """GET ``path``'s body; a refusal is the command's failure, in the API's words."""
+        reply = self.request("GET", path)
+        if not reply.ok:
+            raise server_error(reply)
+        return reply.body
+
+
+def server_error(reply: Reply) -> CommandError:
+    return CommandError(reply.error, EXIT_FAILED)
+
+
+def running_status(paths: Paths) -> tuple[ControlClient, dict[str, Any]] | None:
+    """The running tray's API and its ``/api/v1/status``, when it answers within
+    ``QUICK_TIMEOUT_SECONDS``; None when none runs or it cannot say."""
+    try:
+        client = ControlClient.connect(paths, timeout=QUICK_TIMEOUT_SECONDS)
+        reply = client.request("GET", "/api/v1/status")
+    except McpTrayError:
+        return None
+    return (client, reply.body) if reply.ok else None

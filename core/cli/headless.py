@@ -8,6 +8,7 @@ import asyncio
 import sys
 
 from core.base.errors import AlreadyRunning
+from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.platform.signals import on_stop_signals
 from core.serving.service import TrayService
 from core.settings.config import TrayConfig
@@ -20,13 +21,13 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
         await service.start()
     except AlreadyRunning as exc:
         print(f"mcp-tray: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except OSError as exc:
         # Not even a fallback port could be bound (or a file could not be
         # written): one line, not a traceback. A taken configured port is
         # no error: the service falls back and warns.
         print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     stop = asyncio.Event()
     undo = on_stop_signals(asyncio.get_running_loop(), stop.set)
     enabled = len(config.enabled)
@@ -42,7 +43,7 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
         print("mcp-tray: stopping every server...", file=sys.stderr, flush=True)
         await service.aclose()
         undo()
-    return 0
+    return EXIT_OK
 
 
 def run_headless(config: TrayConfig, paths: Paths) -> int:

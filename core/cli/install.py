@@ -32,24 +32,26 @@ The rules (tests/test_install.py checks each):
 """
 
 import contextlib
+import copy
 import difflib
 import json
 import os
-import re
 import shutil
 import stat
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from core.base.envvars import CLIENT_NAME_ENV
-from core.base.errors import EXIT_FAILED, CommandError, ConfigError, SnippetError
-from core.cli.clients import client_snippet, strip_jsonc
+from core.base.errors import CommandError, ConfigError, SnippetError
+from core.base.exitcodes import EXIT_FAILED, EXIT_OK
+from core.cli.client_files import file_of, read
+from core.cli.clients import client_snippet
 from core.cli.desktop_entry import APP_ID
 from core.cli.integrations import (
     CLIENTS,
@@ -65,11 +67,6 @@ from core.platform.files import private_dirs, set_mode
 NEW_FILE_MODE: Final = 0o600
 BACKUP_INFIX: Final = ".bak-mcp-tray-"
 _LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
-_DECODER: Final = json.JSONDecoder()
-_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
-_LEADING: Final = re.compile(r"[ \t]*")
-_FIRST_INDENT: Final = re.compile(r"\n([ \t]+)\S")
-_DEFAULT_INDENT: Final = "  "
 
 Entries = Mapping[str, Mapping[str, Any]]
 
@@ -133,8 +130,8 @@ def is_mcp_tray_entry(name: str, entry: object) -> bool:
         and (Path(command).name == APP_ID or "app.entry" in args)
     ):
         return True
-    url = entry.get("url")
-    if isinstance(url, str):
+    url = next((entry[key] for key in ("url", "httpUrl") if isinstance(entry.get(key), str)), None)
+    if url is not None:
         parts = urlsplit(url)
         return parts.hostname in _LOOPBACK and parts.path in (f"/mcp/{name}", f"/{name}/mcp")
     return False
@@ -175,6 +172,17 @@ class InstallPlan:
     unchanged: tuple[str, ...] = ()
     #: Same-name entries that are not mcp-tray's: apply refuses while there are any.
     conflicts: tuple[Conflict, ...] = ()
+    #: What the entries carry that no screen should show (the API token).
+    secrets: tuple[str, ...] = ()
+
+    @property
+    def shown_diff(self) -> str:
+        """The diff with every secret masked: a diff is read on screens and pasted
+        into bug reports (``--dry-run``, the Connect dialog's preview)."""
+        shown = self.diff
+        for secret in self.secrets:
+            shown = mask(shown, secret)
+        return shown
 
     @property
     def changes(self) -> bool:
@@ -229,7 +237,8 @@ def plan_install(
     )
     target = Path(os.path.realpath(where))
     original = _read(target, where)
-    current = _parse(original, where, client) if original is not None else {}
+    shape = file_of(spec)
+    current = shape.load(original, where, client) if original is not None else {}
     servers = current.get(spec.key, {})
     if not isinstance(servers, dict):
         raise ConfigError(
@@ -256,10 +265,10 @@ def plan_install(
             conflicts.append(Conflict(name, servers[name]))
             continue
         changed[name] = wanted
-    document = json.loads(json.dumps(current))
+    document = copy.deepcopy(current)
     if changed:
         document.setdefault(spec.key, {}).update(changed)
-        text = _merged_text(original, spec.key, changed, document)
+        text = shape.merged(original, spec.key, changed, document)
     else:
         text = original if original is not None else ""
     return InstallPlan(
@@ -276,7 +285,21 @@ def plan_install(
         updated=tuple(updated),
         unchanged=tuple(unchanged),
         conflicts=tuple(conflicts),
+        secrets=_secrets_of(entries),
     )
+
+
+def _secrets_of(entries: Entries) -> tuple[str, ...]:
+    """The bearer tokens in the entries' headers (``headers``, Codex's ``http_headers``)."""
+    found: set[str] = set()
+    for entry in entries.values():
+        for value in entry.values():
+            if not isinstance(value, Mapping):
+                continue
+            auth = next((v for k, v in value.items() if str(k).lower() == "authorization"), None)
+            if isinstance(auth, str) and auth.partition(" ")[2]:
+                found.add(auth.partition(" ")[2])
+    return tuple(sorted(found))
 
 
 def _describe(entry: object) -> str:
@@ -285,191 +308,19 @@ def _describe(entry: object) -> str:
             args = entry.get("args")
             words = [entry["command"], *(args if isinstance(args, list) else [])]
             return "runs " + " ".join(map(str, words))
-        if isinstance(entry.get("url"), str):
-            return f"url {entry['url']}"
+        url = entry.get("url", entry.get("httpUrl"))
+        if isinstance(url, str):
+            return f"url {url}"
     return f"{json.dumps(entry)[:60]}"
 
 
 def _read(target: Path, shown: Path) -> str | None:
+    """The client's file (``target``, the link followed) as text; None when there is none."""
     try:
-        return target.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
-        raise ConfigError(
-            shown, "is not UTF-8 text", fix="fix it or move it aside, then install again"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            shown,
-            f"cannot be read ({exc.strerror or exc})",
-            fix="check that it is a file you can read, or move it aside",
-        ) from None
-
-
-def _parse(text: str, shown: Path, client: str) -> dict[str, Any]:
-    # An empty file (made by `touch`, or a client that never wrote it) is an empty config.
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if _is_jsonc(text):
-            raise ConfigError(
-                shown,
-                "holds comments or trailing commas, which mcp-tray would lose by rewriting it, "
-                "so it left the file alone",
-                fix=f"remove them and install again, or paste the entries from "
-                f"`mcp-tray client-config {client}` into it by hand",
-            ) from None
-        raise ConfigError(
-            shown,
-            f"is not valid JSON ({exc.msg}, column {exc.colno})",
-            line=exc.lineno,
-            fix="fix it or move it aside, then install again",
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            shown,
-            "its top level is not a JSON object",
-            fix="fix it or move it aside, then install again",
-        )
-    return data
-
-
-def _is_jsonc(text: str) -> bool:
-    try:
-        json.loads(strip_jsonc(text))
-    except ValueError:
-        return False
-    return True
-
-
-# --------------------------------------------------------------- splicing
-
-
-@dataclass(frozen=True)
-class _Member:
-    key: str
-    key_start: int
-    value_start: int
-    value_end: int
-
-
-@dataclass(frozen=True)
-class _Object:
-    open: int
-    close: int
-    members: list[_Member] = field(default_factory=list)
-
-
-def _skip(text: str, at: int) -> int:
-    match = _WHITESPACE.match(text, at)
-    assert match is not None  # the pattern matches the empty string
-    return match.end()
-
-
-def _object_at(text: str, start: int) -> _Object:
-    """The members of the object whose ``{`` is at ``start``; ``text`` is valid JSON."""
-    members: list[_Member] = []
-    at = _skip(text, start + 1)
-    if text[at] == "}":
-        return _Object(start, at, members)
-    while True:
-        key, after_key = _DECODER.raw_decode(text, at)
-        value_start = _skip(text, _skip(text, after_key) + 1)  # past the colon
-        _, value_end = _DECODER.raw_decode(text, value_start)
-        members.append(_Member(key, at, value_start, value_end))
-        at = _skip(text, value_end)
-        if text[at] == "}":
-            return _Object(start, at, members)
-        at = _skip(text, at + 1)  # past the comma
-
-
-def _last(obj: _Object, key: str) -> _Member | None:
-    # JSON keeps the last of duplicate keys, so that is the one to edit.
-    return next((m for m in reversed(obj.members) if m.key == key), None)
-
-
-def _indent_of_line(text: str, at: int) -> str:
-    match = _LEADING.match(text, text.rfind("\n", 0, at) + 1)
-    assert match is not None
-    return match.group(0)
-
-
-def _render(value: Any, unit: str | None, indent: str) -> str:
-    if unit is None:
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, indent=unit, ensure_ascii=False).replace("\n", "\n" + indent)
-
-
-def _insert(text: str, obj: _Object, key: str, value: Any, unit: str) -> str:
-    def member_text(u: str | None, indent: str) -> str:
-        return f"{json.dumps(key, ensure_ascii=False)}: {_render(value, u, indent)}"
-
-    inside = text[obj.open : obj.close + 1]
-    # A one-line object stays on one line; an empty one follows the file's layout.
-    if "\n" not in inside and (obj.members or "\n" not in text.strip()):
-        if obj.members:
-            at = obj.members[-1].value_end
-            return f"{text[:at]}, {member_text(None, '')}{text[at:]}"
-        return f"{text[: obj.open + 1]}{member_text(None, '')}{text[obj.close :]}"
-    if obj.members:
-        at = obj.members[-1].value_end
-        indent = _indent_of_line(text, obj.members[-1].key_start)
-        return f"{text[:at]},\n{indent}{member_text(unit, indent)}{text[at:]}"
-    outer = _indent_of_line(text, obj.open)
-    indent = outer + unit
-    return (
-        f"{text[: obj.open + 1]}\n{indent}{member_text(unit, indent)}\n{outer}{text[obj.close :]}"
-    )
-
-
-def _replace(text: str, member: _Member, value: Any, unit: str) -> str:
-    old = text[member.value_start : member.value_end]
-    rendered = (
-        _render(value, None, "")
-        if "\n" not in old and "\n" not in text.strip()
-        else _render(value, unit, _indent_of_line(text, member.key_start))
-    )
-    return f"{text[: member.value_start]}{rendered}{text[member.value_end :]}"
-
-
-def _merged_text(
-    original: str | None, key: str, changed: dict[str, Any], document: dict[str, Any]
-) -> str:
-    """The file's text with ``changed`` spliced into its ``key`` object.
-
-    Falls back to re-serialising the whole document when there is no text to
-    keep, or when the splice does not parse back to ``document`` (it always
-    should; the check makes a mistake cost formatting, never content).
-    """
-    # With nothing of the user's to keep, the document is written afresh.
-    if original is None or not original.strip() or json.loads(original) == {}:
-        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    found = _FIRST_INDENT.search(original)
-    unit = found.group(1) if found else _DEFAULT_INDENT
-    text = original
-    for name, entry in changed.items():
-        top = _object_at(text, _skip(text, 0))
-        holder = _last(top, key)
-        if holder is None:
-            text = _insert(text, top, key, {name: entry}, unit)
-            continue
-        servers = _object_at(text, holder.value_start)
-        member = _last(servers, name)
-        text = (
-            _insert(text, servers, name, entry, unit)
-            if member is None
-            else _replace(text, member, entry, unit)
-        )
-    try:
-        spliced_ok = json.loads(text) == document
-    except ValueError:
-        spliced_ok = False
-    if spliced_ok:
-        return text
-    return json.dumps(document, indent=unit, ensure_ascii=False) + "\n"
+        return read(target)
+    except ConfigError as exc:
+        # Named as the user knows it, not by where a link led.
+        raise ConfigError(shown, exc.problem, fix=exc.fix, line=exc.line) from None
 
 
 def _diff(original: str | None, text: str, shown: Path) -> str:
@@ -518,6 +369,15 @@ class InstallResult:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+#: What a masked secret shows instead of itself.
+MASK: Final = "********"
+
+
+def mask(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` shown as ``MASK``."""
+    return text.replace(secret, MASK) if secret else text
 
 
 def _holds_token(plan: InstallPlan) -> bool:
@@ -604,15 +464,16 @@ def run_install(
     """``client-config CLIENT --install [--dry-run] [--overwrite]``: its exit code.
 
     0: installed, nothing to change, or a dry run without conflicts; 1: a
-    conflict; errors in the client's file raise ``ConfigError`` (2).
+    conflict; errors in the client's file raise ``ConfigError`` (2). A dry
+    run's diff shows the API token masked (``InstallPlan.shown_diff``).
     """
     plan = plan_install(client, entries, home=home, overwrite=overwrite)
     if dry_run:
         if plan.diff:
-            sys.stdout.write(plan.diff)
+            sys.stdout.write(plan.shown_diff)
         print(f"mcp-tray: dry run, nothing written: {plan.summary()}", file=sys.stderr)
         if plan.changes and not plan.conflicts:
             print(f"mcp-tray: after installing, {plan.restart}", file=sys.stderr)
-        return EXIT_FAILED if plan.conflicts else 0
+        return EXIT_FAILED if plan.conflicts else EXIT_OK
     print(apply_install(plan))
-    return 0
+    return EXIT_OK

@@ -25,6 +25,16 @@ documentation on 2026-11-30 (the OS is injected, so tests check all three):
   ``~/Library/Application Support/Code/User`` on macOS, ``%APPDATA%\\Code\\User``
   on Windows; servers under top-level ``servers``, each with ``"type"``
   ``stdio`` or ``http`` (code.visualstudio.com/docs/copilot/reference/mcp-configuration).
+- Gemini CLI: the user settings ``~/.gemini/settings.json`` on every OS
+  (Windows: ``%USERPROFILE%\\.gemini``), servers under ``mcpServers`` with
+  ``command``/``args``/``env``, or ``httpUrl`` and ``headers`` for streamable
+  HTTP (geminicli.com/docs/tools/mcp-server); it starts them only in a folder
+  the user trusts, and reads the file when a session starts.
+- Codex: ``~/.codex/config.toml`` (``$CODEX_HOME/config.toml`` when set; on
+  Windows ``%USERPROFILE%\\.codex``), one ``[mcp_servers.NAME]`` table per
+  server: ``command``/``args``/``env``, or ``url`` and ``http_headers`` for
+  streamable HTTP (developers.openai.com/codex/mcp); a ``headers`` key would
+  be ignored.
 - The MCP Inspector keeps no file: it gets a snippet to paste, and a URL it
   does not rewrite (it appends ``/mcp`` to any URL not ending so).
 """
@@ -48,6 +58,9 @@ Base = Literal["home", "xdg-config", "app-support", "appdata"]
 class Place:
     base: Base
     relative: str
+    #: A variable naming the folder of the file instead (``CODEX_HOME``),
+    #: honoured when it holds an absolute path.
+    folder_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,11 @@ class Client:
     http: bool = True
     #: The gateway path of server ``{name}`` in its HTTP entries.
     http_path: str = "/mcp/{name}"
+    #: The keys of an HTTP entry's URL and headers.
+    url_key: str = "url"
+    headers_key: str = "headers"
+    #: How its file is written: "json", or "toml" (Codex).
+    file_format: Literal["json", "toml"] = "json"
     #: Its config file on each OS (``sys.platform`` names); empty: it keeps none.
     places: Mapping[str, Place] = field(default_factory=dict)
     #: Which client to restart, and how: it sees new servers only then.
@@ -80,8 +98,8 @@ class Client:
         return bool(self.places)
 
 
-def _everywhere(base: Base, relative: str) -> dict[str, Place]:
-    return {system: Place(base, relative) for system in ("linux", "darwin", "win32")}
+def _everywhere(base: Base, relative: str, folder_env: str | None = None) -> dict[str, Place]:
+    return {system: Place(base, relative, folder_env) for system in ("linux", "darwin", "win32")}
 
 
 CLIENTS: Final = {
@@ -130,6 +148,27 @@ CLIENTS: Final = {
                 "win32": Place("appdata", "Code/User/mcp.json"),
             },
             restart="restart VS Code, or run 'Developer: Reload Window' in each of its windows",
+            importable=True,
+        ),
+        Client(
+            "gemini",
+            "Gemini CLI",
+            "gemini-cli",
+            url_key="httpUrl",
+            places=_everywhere("home", ".gemini/settings.json"),
+            restart="start a new Gemini CLI session: `gemini` reads ~/.gemini/settings.json when "
+            "it starts, and starts MCP servers only in a folder you trust",
+            importable=True,
+        ),
+        Client(
+            "codex",
+            "Codex",
+            "codex",
+            key="mcp_servers",
+            headers_key="http_headers",
+            file_format="toml",
+            places=_everywhere("home", ".codex/config.toml", folder_env="CODEX_HOME"),
+            restart="start a new Codex session: `codex` reads ~/.codex/config.toml when it starts",
             importable=True,
         ),
         Client(
@@ -218,6 +257,9 @@ def client_config_path(
     place = spec.places.get(system) or spec.places["linux"]
     root = home if home is not None else Path.home()
     env = os.environ if environ is None else environ
+    folder = env.get(place.folder_env, "") if place.folder_env and home is None else ""
+    if folder and Path(folder).is_absolute():
+        return Path(folder) / place.relative.rsplit("/", 1)[-1]
     if place.base == "xdg-config":
         base = config_home(home, xdg_config_home, environ)
     elif place.base == "app-support":

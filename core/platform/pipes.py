@@ -14,7 +14,9 @@
 
 import asyncio
 import contextlib
+import os
 import queue
+import stat
 import threading
 from collections.abc import Callable
 from typing import IO, Any, Final, Protocol
@@ -81,6 +83,23 @@ class ThreadPipes:
         transport = ThreadWriteTransport(loop, protocol, pipe)
         protocol.connection_made(transport)
         return transport
+
+
+def pipes_for(stream: IO[bytes], default: Pipes) -> Pipes:
+    """``default``, or threads for a stream no event loop can watch.
+
+    asyncio's pipe transports take pipes, sockets and character devices
+    only: a regular file (``mcp-tray connect NAME > out.jsonl``, or requests
+    fed from one with ``<``) makes them raise ValueError. A thread reads or
+    writes a file as well as a pipe.
+    """
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):
+        return default
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+        return default
+    return ThreadPipes()
 
 
 def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *args: Any) -> None:

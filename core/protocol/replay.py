@@ -1,7 +1,7 @@
 """When a request cut in flight may be sent again: one rule for every place that resends.
 
 A request can be cut twice over: the child dies under it (the call path
-replays it on the respawned child, DESIGN 3.3), or the tray goes away under
+replays it on the respawned child, docs/design.md §3.3), or the tray goes away under
 a bridge's request (the bridge sends it to the next tray). Either way it is
 sent again only when taking it twice does no harm: a method that changes
 nothing (or nothing twice), or a ``tools/call`` of a tool that says so

@@ -1,17 +1,18 @@
-"""Environment and runtime diagnostics (DESIGN §3.8).
+"""Environment and runtime diagnostics (docs/design.md, "Diagnostics").
 
-Two hard warning families, whose prefixes live in ``WARNING_PREFIXES`` right
-here beside the functions that produce them, so every surface (tray colour,
-Warnings tab, ``mcp-tray doctor``'s exit code) recognises both the same way:
+The families found here, each a prefix of the finding's text:
 
 - ``unsupported-env:`` an ``MCP_TRAY_*`` key that is not one mcp-tray reads
   (the allow-list is ``core.base.envvars.RECOGNIZED_ENV_KEYS``; no prefix is ever
   admitted), with a did-you-mean;
-- ``stale-runtime:`` a worker process running another mcp-tray version.
+- ``stale-runtime:`` a worker process running another mcp-tray version;
+- ``secret-literal:`` a secret-looking literal in a server's config env
+  (suggest the keyring);
+- ``env-scan-failed:`` a worker's environment could not be read.
 
-Advisories that do not fail ``doctor``: ``secret-literal:`` (a secret-looking
-literal in a server's config env; suggest the keyring) and
-``env-scan-failed:`` (a worker's environment could not be read).
+How much each weighs (``mcp-tray doctor``'s exit code, the tray's colour,
+the Warnings tab's count) is ``core.base.severity``'s one rule, for every
+surface alike: the first three are warnings, the last is advice.
 
 ``scan_process_envs`` and ``doctor`` block (psutil, sqlite): async code runs
 them in a thread (the tray's timer: ``WorkerWatch.run_doctor``). Values of
@@ -30,6 +31,7 @@ from typing import Final
 
 import psutil
 
+from core.base import severity
 from core.base.envvars import ENV_PREFIX, RECOGNIZED_ENV_KEYS, RUNTIME_VERSION_ENV
 from core.platform.procs import read_environ
 from core.registry.identity import client_display_name
@@ -38,12 +40,8 @@ from core.registry.store import WorkerRegistry
 
 UNSUPPORTED_ENV: Final = "unsupported-env:"
 STALE_RUNTIME: Final = "stale-runtime:"
-#: The hard families: any of them present makes ``mcp-tray doctor`` exit 1
-#: and turns the tray amber. One list, so no surface can miss a family.
-WARNING_PREFIXES: Final = (UNSUPPORTED_ENV, STALE_RUNTIME)
-
 SECRET_LITERAL: Final = "secret-literal:"
-ENV_SCAN_FAILED: Final = "env-scan-failed:"
+ENV_SCAN_FAILED: Final = f"{severity.ENV_SCAN_FAILED}:"
 
 #: Similarity (difflib ratio, on the part after ``MCP_TRAY_``) a known key
 #: needs to be offered as "did you mean". The shared prefix is left out or
@@ -68,14 +66,11 @@ class Diagnostic:
 
     @property
     def hard(self) -> bool:
-        return self.family in WARNING_PREFIXES
+        """A warning by ``core.base.severity``'s rule (not advice, not information)."""
+        return severity.is_warning(self.family)
 
     def __str__(self) -> str:
         return f"{self.family} {self.message} Fix: {self.fix}"
-
-
-def has_hard_warning(diagnostics: Iterable[Diagnostic]) -> bool:
-    return any(d.hard for d in diagnostics)
 
 
 def _did_you_mean(key: str) -> str | None:

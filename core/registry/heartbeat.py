@@ -142,7 +142,7 @@ class StartOutcome:
 
 @dataclass(frozen=True)
 class HeartbeatStatus:
-    """What ``status()`` reports (DESIGN §3.7). Grants nothing."""
+    """What ``status()`` reports (docs/design.md §3.7). Grants nothing."""
 
     #: Always True from a supervisor: the row has a beater, so it outlives
     #: its first TTL (an unsupervised row expires one TTL after registering).

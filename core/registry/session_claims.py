@@ -1,4 +1,4 @@
-"""Whether each open client session's worker row still holds it (DESIGN §3.6).
+"""Whether each open client session's worker row still holds it (docs/design.md §3.6).
 
 The tray knows its client sessions from the gateway; each names the worker
 row it stands for (a bridge's comes with its requests, a direct HTTP

@@ -6,7 +6,7 @@
 - Keeps a copy of every row (the Workers tab, /api/v1/workers, the
   snapshot) and publishes a ``workers`` event when it changed.
 - Judges whether each open client session's worker row still holds it
-  (DESIGN §3.6): ``session_ownership``, for the Sessions tab; a ``sessions``
+  (docs/design.md §3.6): ``session_ownership``, for the Sessions tab; a ``sessions``
   event when a verdict changed.
 - Runs the doctor (own env, live workers' envs, runtime versions, literal
   secrets) on a timer and on demand; publishes ``warnings``.

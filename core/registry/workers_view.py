@@ -5,32 +5,25 @@ Call these (and nothing below them) from the surfaces:
 
 - ``mcp-tray workers [--json]``: ``worker_rows(registry, now=...)`` then
   ``json.dumps(rows)`` or ``format_workers_table(rows)``.
-- ``mcp-tray doctor [--json]``: ``core.registry.envdiag.doctor(...)`` then
-  ``doctor_lines(diags)`` (one line each, with its fix) or
-  ``doctor_json(diags)``; exit with ``doctor_exit_code(diags)``.
-- control API / tray snapshot: ``worker_rows`` and ``warnings_json``
-  (through core.registry.worker_watch, which keeps both fresh).
+- ``mcp-tray doctor`` (through the control API) and the tray snapshot:
+  ``warnings_json`` (through core.registry.worker_watch, which keeps it
+  fresh).
 
 ``worker_rows`` reads sqlite and may probe pids: call it off the event loop.
 Tested in tests/test_registry.py and tests/test_envdiag.py.
 """
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
 from datetime import datetime
 from typing import Final
 
-from core.registry.envdiag import Diagnostic, has_hard_warning
+from core.registry.envdiag import Diagnostic
 from core.registry.records import Liveness, PidProbe, WorkerRecord
 from core.registry.store import WorkerRegistry
 
 STATUS_LIVE: Final = "live"
 STATUS_STALE: Final = "stale"
 STATUS_FENCED: Final = "fenced"
-
-#: Exit codes of ``mcp-tray doctor``.
-DOCTOR_OK: Final = 0
-DOCTOR_WARNINGS: Final = 1
 
 JsonRow = dict[str, str | int | float | bool | None]
 
@@ -113,25 +106,6 @@ def format_workers_table(rows: Sequence[JsonRow]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in table
     )
-
-
-def doctor_lines(diagnostics: Iterable[Diagnostic]) -> list[str]:
-    """One line per finding, hard warnings first, each ending with its fix."""
-    ordered = sorted(diagnostics, key=lambda d: (not d.hard, d.family, d.subject))
-    return [str(d) for d in ordered] or ["no problems found"]
-
-
-def doctor_json(diagnostics: Iterable[Diagnostic]) -> dict[str, object]:
-    items = list(diagnostics)
-    return {
-        "ok": not has_hard_warning(items),
-        "warnings": [{**asdict(d), "hard": d.hard, "text": str(d)} for d in items],
-    }
-
-
-def doctor_exit_code(diagnostics: Iterable[Diagnostic]) -> int:
-    """1 when any ``unsupported-env:`` or ``stale-runtime:`` is present."""
-    return DOCTOR_WARNINGS if has_hard_warning(diagnostics) else DOCTOR_OK
 
 
 def warnings_json(diagnostics: Iterable[Diagnostic], own: Iterable[str]) -> list[dict[str, str]]:

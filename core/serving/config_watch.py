@@ -1,4 +1,4 @@
-"""Hot reload: watch the config file and apply valid edits (DESIGN 3.9).
+"""Hot reload: watch the config file and apply valid edits (docs/design.md §3.9).
 
 watchdog watches the *folder*, because editors save by writing a temp file
 and renaming it over the config (the file's own inode goes away). Events

@@ -1,7 +1,7 @@
 """Who of a child's client sessions hears what the child says unprompted.
 
 A child shared by several sessions must not leak one session's traffic to
-another (DESIGN 3.10). ``Share`` keeps, per child, the members that share
+another (docs/design.md §3.10). ``Share`` keeps, per child, the members that share
 it (a session of either era, one call of a 2026-07-28 client, a
 ``subscriptions/listen`` stream), what they set, and who receives what:
 

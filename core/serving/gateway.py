@@ -5,7 +5,7 @@ insists on) speak streamable HTTP (core.protocol.streamable for the
 handshake era, core.protocol.stateless for 2026-07-28). Each era's adapter
 (core.serving.handshake, core.serving.stateless) decodes a client's
 messages into the one request pipeline (core.serving.pipeline), which
-answers them through the call path of DESIGN 3.3. Isolation between the
+answers them through the call path of docs/design.md §3.3. Isolation between the
 sessions that share a child is core.serving.fanout's and the router's
 (core.supervision.routing).
 """

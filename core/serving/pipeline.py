@@ -9,8 +9,8 @@ An era's adapter decodes a message once into a ``Request``
    request), ``ping``, the lists while their listing is known;
 2. **placement**: which child serves the client's session
    (core.serving.placement), once its roots are known where that decides;
-3. **the session breaker** (``guarded``, DESIGN 3.5);
-4. **the call path** (``ManagedServer.request``, DESIGN 3.3), or the share's
+3. **the session breaker** (``guarded``, docs/design.md §3.5);
+4. **the call path** (``ManagedServer.request``, docs/design.md §3.3), or the share's
    version of a request that sets per-session state (subscriptions, the log
    level), with era translation where client and child differ
    (core.serving.translate);
@@ -121,7 +121,8 @@ async def guarded(
     method: str,
     send: Callable[[], Awaitable[dict[str, Any]]],
 ) -> dict[str, Any]:
-    """One request of a client session through its breaker (DESIGN 3.5), errors in the client's terms."""
+    """One request of a client session through its breaker (docs/design.md §3.5),
+    errors in the client's terms."""
     try:
         session.check()
         result = await send()

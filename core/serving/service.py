@@ -2,7 +2,7 @@
 
 ``TrayService.start`` takes the instance lock, binds 127.0.0.1 on the
 configured gateway port (or, when that port is taken, on a free one, with a
-warning: the tray is never the weak link, DESIGN 3.10), loads the API token
+warning: the tray is never the weak link, docs/design.md §3.10), loads the API token
 (keyring, else a 0600 file with a warning), sweeps leftovers, starts the
 supervisor, the worker registry watch and the gateway, serves HTTP, and
 publishes the runtime file. ``aclose`` undoes it in reverse order, stopping
@@ -11,7 +11,6 @@ every child by the stop contract.
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import logging
 import socket
@@ -114,10 +113,7 @@ class TrayService:
                 self.workers.session_ownership if self.workers else None
             ),
             workers=lambda: tuple(WorkerSnapshot.from_row(row) for row in self.workers_json()),
-            warnings=lambda: tuple(
-                WarningSnapshot(**{k: str(v) for k, v in row.items()})
-                for row in self.warnings_json()
-            ),
+            warnings=lambda: tuple(WarningSnapshot.from_row(row) for row in self.warnings_json()),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -202,8 +198,10 @@ class TrayService:
         return [dict(row) for row in self.workers.rows] if self.workers else []
 
     def warnings_json(self) -> list[dict[str, Any]]:
+        """Every finding, each with its ``severity`` (core.base.severity's one rule)."""
         found = self.workers.warnings_json() if self.workers else []
-        return found + [dataclasses.asdict(notice) for notice in self.supervisor.notices()]
+        rows = [WarningSnapshot.from_row(row) for row in found] + list(self.supervisor.notices())
+        return [row.to_json() for row in rows]
 
     def metrics(self) -> bytes:
         return self._metrics.render()

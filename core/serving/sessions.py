@@ -1,7 +1,7 @@
 """Client sessions (one per AI-client connection) and their circuit breakers.
 
 A session counts its consecutive non-retryable failures: a call path that
-ended in an error of DESIGN 3.3/3.4 (the child exited, exited again, exited
+ended in an error of docs/design.md §3.3/3.4 (the child exited, exited again, exited
 mid-call, broke the protocol) or a parked server. Fast-fails of an open
 server breaker are neither: they leave the count where it was; and so does
 a failure the server breaker took over (it opened on it, or was open) when
@@ -37,7 +37,7 @@ from core.supervision.breakers import SessionBreaker
 
 SessionKind = Literal["http", "bridge"]
 
-#: Errors that count toward a session's breaker (DESIGN 3.5). Not
+#: Errors that count toward a session's breaker (docs/design.md §3.5). Not
 #: ``BreakerOpen``: its fast-fails cost nothing, and the server breaker
 #: already contains that incident; counting them would turn one server
 #: incident into every session tripped.

@@ -20,137 +20,47 @@ packaging/entry.py), so the demo servers run from the bundle. A server that
 needs other packages must name its own interpreter in ``command``.
 """
 
-import difflib
-import json
-import math
-import os
-import re
-import stat
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final
 
-from core.base.errors import ConfigError
-from core.platform.files import NO_WAIT_FLAGS
-from core.settings.paths import default_paths
-
-RetryPolicy = Literal["safe", "always", "never"]
-Sharing = Literal["shared", "per-session", "per-workspace"]
-
-RETRY_POLICIES: Final = ("safe", "always", "never")
-SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
-#: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
-PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
-
-#: A run is proven once it stays up this long (DESIGN 3.2).
-DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
-#: Shorter keepalives would let a slowly crash-looping server pass as proven.
-MIN_KEEPALIVE_SECONDS: Final = 5.0
-#: Longer ones would never prove a run by its uptime (and beyond float's
-#: range a number no longer converts): a day is already past any use.
-MAX_KEEPALIVE_SECONDS: Final = 86400.0
+from core.settings.config_check import MAX_NESTING, did_you_mean, key_path, parse_config
+from core.settings.config_model import (
+    DEFAULT_GATEWAY_PORT,
+    DEFAULT_KEEPALIVE_SECONDS,
+    DEFAULT_MAX_BODY_BYTES,
+    GATEWAY_KEYS,
+    KEYRING_REF_RE,
+    MAX_BODY_BYTES_CEILING,
+    MAX_KEEPALIVE_SECONDS,
+    MIN_KEEPALIVE_SECONDS,
+    PROTOCOL_MODES,
+    RETRY_POLICIES,
+    SERVER_KEYS,
+    SHARING_MODES,
+    TOP_LEVEL_KEYS,
+    GatewaySettings,
+    RetryPolicy,
+    ServerConfig,
+    Sharing,
+    TrayConfig,
+    empty_config,
+    valid_server_name,
+)
+from core.settings.filereader import Role, read_text
 
 #: Far above any hand-written config (a hundred servers take a few KiB); a
 #: bigger file is the wrong file, and reading it would only stall reloads.
 MAX_CONFIG_BYTES: Final = 1024 * 1024
-#: A config is four levels deep (mcpServers, a server, its env, a value);
-#: deeper nesting is a mistake or an attack, refused before anything recurses.
-MAX_NESTING: Final = 32
-
-SERVER_KEYS: Final = (
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "type",
-    "disabled",
-    "retry",
-    "keepalive_seconds",
-    "sharing",
-    "protocol",
+#: The config, to the hostile-file reader: what it may be, and what to do.
+CONFIG_FILE: Final = Role(
+    limit=MAX_CONFIG_BYTES,
+    noun="its config",
+    expected="a JSON file",
+    kind="a config",
+    missing="the config file does not exist",
+    missing_fix='create it with {"mcpServers": {}} or pass --config with an existing file',
+    too_big_fix="point at the right file: a config with a hundred servers takes a few KiB",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
-GATEWAY_KEYS: Final = ("port", "max_body_bytes")
-#: Largest request body the gateway accepts unless the config says otherwise.
-DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
-#: The most ``gateway.max_body_bytes`` may say (a tool call is not a file upload).
-MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
-#: Where the gateway listens unless ``gateway.port`` says otherwise. Fixed, so
-#: the URL in a client's config survives every restart of mcp-tray (DESIGN
-#: 3.10). 28729 ("2" + TRAY on a phone keypad) is unassigned in the IANA
-#: registry (the block 28590-28999), below Linux's ephemeral range
-#: (32768-60999, so the kernel never hands it to an outgoing connection) and
-#: below Kubernetes' NodePort range (30000-32767), and no widely used local
-#: tool claims it. When it is taken anyway, the tray falls back to a free
-#: port and says so (core.serving.service).
-DEFAULT_GATEWAY_PORT: Final = 28729
-
-#: Server names become URL paths (/mcp/<name>) and log file names. Always
-#: ``fullmatch``: ``$`` would also accept a name ending in a newline.
-_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-#: What json.loads leaves of a ``\ud800`` escape without its other half
-#: (it joins a proper pair into one character).
-_LONE_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
-_PLACEHOLDER_RE: Final = re.compile(r"\$\{([^}]*)\}")
-KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    name: str
-    command: str
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    disabled: bool = False
-    #: "safe": replay a call cut by a child's death only for readOnly/idempotent
-    #: tools; "always": replay any; "never": replay none.
-    retry: RetryPolicy = "safe"
-    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
-    sharing: Sharing = "shared"
-    #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
-    protocol: str = "auto"
-
-    def launch_key(self) -> tuple[object, ...]:
-        """What decides whether a config edit must restart this server."""
-        return (
-            self.command,
-            self.args,
-            tuple(sorted(self.env.items())),
-            self.cwd,
-            self.protocol,
-        )
-
-
-@dataclass(frozen=True)
-class GatewaySettings:
-    """The ``gateway`` section: where clients reach mcp-tray, and what it accepts."""
-
-    #: 0 means "any free port" (a new one at every start: HTTP snippets break).
-    port: int = DEFAULT_GATEWAY_PORT
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-
-
-@dataclass(frozen=True)
-class TrayConfig:
-    path: Path
-    servers: Mapping[str, ServerConfig]
-    gateway: GatewaySettings = field(default_factory=GatewaySettings)
-
-    @property
-    def enabled(self) -> list[ServerConfig]:
-        return [s for s in self.servers.values() if not s.disabled]
-
-
-def valid_server_name(name: str) -> bool:
-    """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
-    return _NAME_RE.fullmatch(name) is not None
-
-
-def empty_config(path: Path) -> TrayConfig:
-    return TrayConfig(path=path, servers={})
 
 
 def load_config(path: Path) -> TrayConfig:
@@ -159,574 +69,38 @@ def load_config(path: Path) -> TrayConfig:
     Never blocks on what is not a regular file: a FIFO or a device renamed
     onto the config is refused without a read that could wait forever.
     """
-    data = _read_bounded(path)
-    try:
-        # utf-8-sig: Windows editors start the file with a byte-order mark.
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            path,
-            f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-            fix="save it as UTF-8",
-            line=data.count(b"\n", 0, exc.start) + 1,
-        ) from None
+    text = read_text(path, CONFIG_FILE)
+    assert text is not None  # CONFIG_FILE has a missing_fix: a missing file raised
     return parse_config(text, path)
 
 
-_FILE_KINDS: Final = (
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _check_file(path: Path, status: os.stat_result) -> None:
-    """Refuse what is not a regular file of at most ``MAX_CONFIG_BYTES``."""
-    mode = status.st_mode
-    if stat.S_ISDIR(mode):
-        raise ConfigError(path, "this is a folder, not a file", fix="point at a JSON file")
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
-        raise ConfigError(
-            path,
-            f"this is {kind}, not a regular file; mcp-tray reads its config only from a file",
-            fix="point at a JSON file (or save the config to one)",
-        )
-    if status.st_size > MAX_CONFIG_BYTES:
-        _too_big(path, status.st_size)
-
-
-def _too_big(path: Path, size: int) -> None:
-    raise ConfigError(
-        path,
-        f"the file is {size} bytes, more than a config may be "
-        f"({MAX_CONFIG_BYTES} bytes, {MAX_CONFIG_BYTES // 1024 // 1024} MiB)",
-        fix="point at the right file: a config with a hundred servers takes a few KiB",
-    )
-
-
-def _read_bounded(path: Path) -> bytes:
-    """The file's bytes, at most ``MAX_CONFIG_BYTES``; never waits on a pipe or device."""
-
-    def unreadable(exc: OSError) -> ConfigError:
-        return ConfigError(path, f"cannot read it ({exc.strerror})", fix="check its permissions")
-
-    missing = ConfigError(
-        path,
-        "the config file does not exist",
-        fix='create it with {"mcpServers": {}} or pass --config with an existing file',
-    )
-    # stat first, so a FIFO or device is refused without even opening it
-    # (opening some devices has effects of its own).
-    try:
-        _check_file(path, os.stat(path))
-    except FileNotFoundError:
-        raise missing from None
-    except OSError as exc:
-        raise unreadable(exc) from None
-    try:
-        # Opened without waiting (O_NONBLOCK on POSIX): should a FIFO be renamed
-        # in between, open and read return at once instead of waiting for a writer.
-        fd = os.open(path, NO_WAIT_FLAGS)
-    except FileNotFoundError:
-        raise missing from None
-    except OSError as exc:
-        raise unreadable(exc) from None
-    try:
-        # What was opened is what counts: the path may have changed since stat.
-        _check_file(path, os.fstat(fd))
-        chunks: list[bytes] = []
-        left = MAX_CONFIG_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 64 * 1024))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise unreadable(exc) from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_CONFIG_BYTES:  # it grew while we read
-        _too_big(path, len(data))
-    return data
-
-
-def parse_config(text: str, path: Path) -> TrayConfig:
-    if not text.strip():
-        raise ConfigError(
-            path,
-            "the file is empty",
-            fix='write at least {"mcpServers": {}} (or paste your Claude Desktop config)',
-            line=1,
-        )
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except _DuplicateKey as dup:
-        raise ConfigError(
-            path,
-            f"the key {dup.key!r} appears twice in one object; JSON keeps only the last",
-            fix="remove or rename one of them",
-            line=_locate(text, [dup.key], last=True),
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            path,
-            f"invalid JSON: {exc.msg} (column {exc.colno})",
-            fix="correct the JSON syntax there (a missing comma or quote, or a trailing comma)",
-            line=exc.lineno,
-        ) from None
-    except RecursionError:
-        raise _too_deep(text, path) from None
-    except ValueError:
-        # The one other ValueError of json.loads: an integer literal past
-        # Python's int_max_str_digits (4300 digits).
-        match = re.search(r"[:\[,]\s*-?\d{100,}", text)
-        raise ConfigError(
-            path,
-            "a number has thousands of digits",
-            fix="write a number mcp-tray can use (ports, byte counts and seconds are small)",
-            line=text.count("\n", 0, match.start()) + 1 if match else None,
-        ) from None
-    checker = _Checker(text, path)
-    checker.values(data)
-    return checker.config(data)
-
-
-def _too_deep(text: str, path: Path) -> ConfigError:
-    return ConfigError(
-        path,
-        f"the JSON is nested deeper than {MAX_NESTING} levels",
-        fix="a config needs four (mcpServers, a server, its env, a value): remove the extra nesting",
-        line=_deep_line(text, MAX_NESTING),
-    )
-
-
-def _deep_line(text: str, limit: int) -> int | None:
-    """Line where brackets first nest deeper than ``limit`` (only on the error path: slow)."""
-    depth = 0
-    in_string = escaped = False
-    line = 1
-    for char in text:
-        if char == "\n":
-            line += 1
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return line
-        elif char in "]}":
-            depth -= 1
-    return None
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
-def _locate(text: str, keys: list[str | int], *, last: bool = False) -> int | None:
-    """Line of the last key in ``keys``, found by walking each quoted key in turn.
-
-    JSON parsers forget positions; real configs have unique enough keys that
-    a forward search along the key path finds the right line. List indexes
-    (ints) are skipped: the search lands on the list's key.
-    """
-    names = [key for key in keys if isinstance(key, str)]
-    position = 0
-    for index, key in enumerate(names):
-        is_last = index == len(names) - 1
-        found = -1
-        # A key may be written as the characters themselves or as \u escapes.
-        for needle in dict.fromkeys((json.dumps(key, ensure_ascii=False), json.dumps(key))):
-            at = text.rfind(needle) if (last and is_last) else text.find(needle, position)
-            if at >= 0:
-                found, position = at, at + len(needle)
-                break
-        if found < 0:
-            return None
-    return text.count("\n", 0, position) + 1 if names else None
-
-
-def key_path(keys: list[str | int]) -> str:
-    """``mcpServers.name.env.KEY``, ``args[2]``: keys that are not plain
-    printable text are shown JSON-quoted, so no key can break the line."""
-    shown = ""
-    for key in keys:
-        if isinstance(key, int):
-            shown += f"[{key}]"
-            continue
-        plain = key.isprintable() and key.strip() == key and key != ""
-        part = key if plain else json.dumps(key)
-        shown += f".{part}" if shown else part
-    return shown
-
-
-def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-_TYPE_NAMES: Final = {
-    str: "a string",
-    bool: "true or false",
-    dict: "an object",
-    list: "a list",
-    int: "a number",
-    float: "a number",
-    type(None): "null",
-}
-
-
-def _printable(text: str) -> str:
-    """``text`` for a one-line message: escaped when it holds a newline or
-    another character that is not printable."""
-    return text if text.isprintable() else json.dumps(text)[1:-1]
-
-
-def _describe(value: object) -> str:
-    shown = json.dumps(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} ({shown})"
-
-
-class _Checker:
-    def __init__(self, text: str, path: Path) -> None:
-        self.text = text
-        self.path = path
-
-    def error(self, keys: list[str | int], problem: str, fix: str) -> ConfigError:
-        return ConfigError(
-            self.path, problem, fix=fix, key=key_path(keys), line=_locate(self.text, keys)
-        )
-
-    def values(self, data: object) -> None:
-        """Refuse, anywhere in the document, what no setting can use: nesting
-        past ``MAX_NESTING``, NaN and infinities (Python's json accepts them;
-        a NaN keepalive would busy-loop), and strings with a NUL or a lone
-        surrogate (no argv, env or path can carry them). Iterative, so a deep
-        document cannot exhaust the stack here either."""
-        stack: list[tuple[object, list[str | int]]] = [(data, [])]
-        while stack:
-            value, keys = stack.pop()
-            if len(keys) > MAX_NESTING:
-                raise _too_deep(self.text, self.path)
-            if isinstance(value, str):
-                self.text_value(keys, value)
-            elif isinstance(value, float) and not math.isfinite(value):
-                shown = "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
-                raise self.error(
-                    keys,
-                    f"{shown} is not a usable number: every setting takes a finite one",
-                    fix="write a finite number (standard JSON has no NaN or Infinity; "
-                    "a number past 1.8e308 reads as Infinity)",
-                )
-            elif isinstance(value, dict):
-                items = list(value.items())
-                for key, _ in items:
-                    self.text_value([*keys, key], key, what="key")
-                # Reversed onto the stack: the first problem in the file is reported.
-                stack.extend(((item, [*keys, key]) for key, item in reversed(items)))
-            elif isinstance(value, list):
-                stack.extend(
-                    ((item, [*keys, index]) for index, item in reversed(list(enumerate(value))))
-                )
-
-    def text_value(self, keys: list[str | int], text: str, *, what: str = "value") -> None:
-        if "\x00" in text:
-            raise self.error(
-                keys,
-                f"this {what} holds a NUL character (\\u0000), which no command, argument, "
-                "environment variable or path can carry",
-                fix="remove the \\u0000",
-            )
-        surrogate = _LONE_SURROGATE_RE.search(text)
-        if surrogate is not None:
-            raise self.error(
-                keys,
-                f"this {what} holds a lone surrogate (\\u{ord(surrogate.group()):04x}): half "
-                "of a UTF-16 pair, not a character",
-                fix="write the character itself, or both halves of its \\u escape pair",
-            )
-
-    def config(self, data: object) -> TrayConfig:
-        if not isinstance(data, dict):
-            raise ConfigError(
-                self.path,
-                f"the top level must be an object, got {_describe(data)}",
-                fix='wrap the servers as {"mcpServers": {"name": {"command": ...}}}',
-                line=1,
-            )
-        for key in data:
-            if key not in TOP_LEVEL_KEYS:
-                hint = did_you_mean(key, TOP_LEVEL_KEYS)
-                raise self.error(
-                    [key],
-                    f"unknown top-level key{hint}",
-                    fix=f"use one of {', '.join(TOP_LEVEL_KEYS)}, or remove it",
-                )
-        if "mcpServers" not in data:
-            raise ConfigError(
-                self.path,
-                "there is no 'mcpServers' object",
-                fix='add "mcpServers": {} and put one entry per server in it',
-                line=1,
-            )
-        servers_raw = data["mcpServers"]
-        if not isinstance(servers_raw, dict):
-            raise self.error(
-                ["mcpServers"],
-                f"must be an object of servers, got {_describe(servers_raw)}",
-                fix='write "mcpServers": {"name": {"command": "...", "args": []}}',
-            )
-        servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
-        return TrayConfig(path=self.path, servers=servers, gateway=self.gateway(data))
-
-    def gateway(self, data: dict[str, Any]) -> GatewaySettings:
-        raw = data.get("gateway", {})
-        if not isinstance(raw, dict):
-            raise self.error(
-                ["gateway"],
-                f"must be an object, got {_describe(raw)}",
-                fix=f'write "gateway": {{"port": {DEFAULT_GATEWAY_PORT}}}',
-            )
-        for key in raw:
-            if key not in GATEWAY_KEYS:
-                raise self.error(
-                    ["gateway", key],
-                    f"unknown key{did_you_mean(key, GATEWAY_KEYS)}",
-                    fix="the gateway takes 'port' and 'max_body_bytes'",
-                )
-        port = raw.get("port", DEFAULT_GATEWAY_PORT)
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-            raise self.error(
-                ["gateway", "port"],
-                f"must be a port number 0-65535, got {_describe(port)}",
-                fix=f"leave it out for the default ({DEFAULT_GATEWAY_PORT}), or use 0 for any "
-                "free port (clients reached over HTTP then need a new snippet after each restart)",
-            )
-        limit = raw.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
-        if (
-            not isinstance(limit, int)
-            or isinstance(limit, bool)
-            or not 1024 <= limit <= MAX_BODY_BYTES_CEILING
-        ):
-            raise self.error(
-                ["gateway", "max_body_bytes"],
-                f"must be a number of bytes from 1024 to {MAX_BODY_BYTES_CEILING}, "
-                f"got {_describe(limit)}",
-                fix=f"leave it out for the default ({DEFAULT_MAX_BODY_BYTES})",
-            )
-        return GatewaySettings(port=port, max_body_bytes=limit)
-
-    def server(self, name: str, entry: object) -> ServerConfig:
-        keys: list[str | int] = ["mcpServers", name]
-        if _NAME_RE.fullmatch(name) is None:
-            suggestion = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64]
-            raise self.error(
-                keys,
-                "a server name may hold only letters, digits, '.', '_' and '-' (at most 64), "
-                "and starts with a letter or digit",
-                fix="rename the entry, e.g. " + json.dumps(suggestion or "server"),
-            )
-        if not isinstance(entry, dict):
-            raise self.error(
-                keys,
-                f"must be an object, got {_describe(entry)}",
-                fix='write {"command": "...", "args": [...]}',
-            )
-        for key in entry:
-            if key not in SERVER_KEYS:
-                hint = did_you_mean(key, SERVER_KEYS)
-                if key in ("url", "serverUrl", "httpUrl"):
-                    raise self.error(
-                        [*keys, key],
-                        "remote (URL) servers are not supervised by mcp-tray",
-                        fix="keep this entry in your client's own config; mcp-tray runs local stdio servers",
-                    )
-                raise self.error(
-                    [*keys, key],
-                    f"unknown key{hint}",
-                    fix=f"use one of {', '.join(SERVER_KEYS)}, or remove it",
-                )
-        if entry.get("type", "stdio") != "stdio":
-            raise self.error(
-                [*keys, "type"],
-                f"only stdio servers can be supervised, got {_describe(entry['type'])}",
-                fix='remove "type" or set it to "stdio"',
-            )
-        if "command" not in entry:
-            raise self.error(
-                keys, "has no 'command'", fix='add "command": "the program to run" (e.g. "npx")'
-            )
-        command = entry["command"]
-        if not isinstance(command, str) or not command.strip():
-            raise self.error(
-                [*keys, "command"],
-                f"must be a non-empty string, got {_describe(command)}",
-                fix='put the program in "command" and its arguments in "args"',
-            )
-        args = entry.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            example = json.dumps(args.split() if isinstance(args, str) else ["--flag", "value"])
-            raise self.error(
-                [*keys, "args"],
-                f"must be a list of strings, got {_describe(args)}",
-                fix=f'write "args": {example}',
-            )
-        env = entry.get("env", {})
-        if not isinstance(env, dict):
-            raise self.error(
-                [*keys, "env"],
-                f"must be an object, got {_describe(env)}",
-                fix='write "env": {"NAME": "value"}',
-            )
-        for env_key, value in env.items():
-            if not env_key or "=" in env_key:
-                variable, _, rest = env_key.partition("=")
-                raise self.error(
-                    [*keys, "env", env_key],
-                    "an environment variable's name must be non-empty and hold no '='",
-                    fix=f"write it as {json.dumps(variable)}: {json.dumps(rest)}"
-                    if variable
-                    else "give the variable a name (letters, digits and '_' are safe)",
-                )
-            if not isinstance(value, str):
-                raise self.error(
-                    [*keys, "env", env_key],
-                    f"environment values must be strings, got {_describe(value)}",
-                    fix=f'quote it: "{env_key}": {json.dumps(json.dumps(value))}',
-                )
-        cwd = entry.get("cwd")
-        if cwd is not None and (not isinstance(cwd, str) or not cwd):
-            raise self.error(
-                [*keys, "cwd"],
-                f"must be a folder path, got {_describe(cwd)}",
-                fix="give an absolute folder path or remove it",
-            )
-        disabled = entry.get("disabled", False)
-        if not isinstance(disabled, bool):
-            raise self.error(
-                [*keys, "disabled"],
-                f"must be true or false, got {_describe(disabled)}",
-                fix='write "disabled": true',
-            )
-        retry = entry.get("retry", "safe")
-        if retry not in RETRY_POLICIES:
-            raise self.error(
-                [*keys, "retry"],
-                f"must be one of {', '.join(RETRY_POLICIES)}, got {_describe(retry)}"
-                + (did_you_mean(retry, RETRY_POLICIES) if isinstance(retry, str) else ""),
-                fix='"safe" replays only readOnly/idempotent tools after a crash; "always" replays any call',
-            )
-        keepalive = entry.get("keepalive_seconds", DEFAULT_KEEPALIVE_SECONDS)
-        if (
-            isinstance(keepalive, bool)
-            or not isinstance(keepalive, int | float)
-            or not MIN_KEEPALIVE_SECONDS <= keepalive <= MAX_KEEPALIVE_SECONDS
-        ):
-            raise self.error(
-                [*keys, "keepalive_seconds"],
-                f"must be a number of seconds from {MIN_KEEPALIVE_SECONDS:g} to "
-                f"{MAX_KEEPALIVE_SECONDS:g}, got {_describe(keepalive)}",
-                fix=f"use {DEFAULT_KEEPALIVE_SECONDS:g} (the default) or remove it",
-            )
-        sharing = entry.get("sharing", "shared")
-        if sharing not in SHARING_MODES:
-            raise self.error(
-                [*keys, "sharing"],
-                f"must be one of {', '.join(SHARING_MODES)}, got {_describe(sharing)}",
-                fix=(
-                    '"shared" runs one child for all clients; "per-session" one per client '
-                    'session; "per-workspace" one per project (the folders a client works in)'
-                ),
-            )
-        protocol = entry.get("protocol", "auto")
-        if protocol not in PROTOCOL_MODES:
-            raise self.error(
-                [*keys, "protocol"],
-                f"must be one of {', '.join(PROTOCOL_MODES)}, got {_describe(protocol)}",
-                fix='"auto" asks the server which era it speaks; "handshake" pins initialize '
-                "(for servers whose tools send requests the old way)",
-            )
-        expand = self.expander(keys)
-        return ServerConfig(
-            name=name,
-            command=expand("command", command),
-            args=tuple(expand(f"args[{i}]", a, key="args") for i, a in enumerate(args)),
-            env={k: self.check_env_value([*keys, "env", k], v) for k, v in env.items()},
-            cwd=expand("cwd", cwd) if cwd is not None else None,
-            disabled=disabled,
-            retry=retry,
-            keepalive_seconds=float(keepalive),
-            sharing=sharing,
-            protocol=protocol,
-        )
-
-    def expander(self, keys: list[str | int]) -> "_Expander":
-        return _Expander(self, keys)
-
-    def check_env_value(self, keys: list[str | int], value: str) -> str:
-        for match in _PLACEHOLDER_RE.finditer(value):
-            inner = match.group(1)
-            if not (inner.startswith("keyring:") and inner[len("keyring:") :].strip()):
-                raise self.error(
-                    keys,
-                    f"unknown placeholder ${{{_printable(inner)}}} in an env value",
-                    fix="env values may hold ${keyring:NAME} (a secret from the OS keyring) or plain text",
-                )
-        return value
-
-
-class _Expander:
-    def __init__(self, checker: _Checker, keys: list[str | int]) -> None:
-        self.checker = checker
-        self.keys = keys
-
-    def __call__(self, label: str, value: str, *, key: str | None = None) -> str:
-        def replace(match: re.Match[str]) -> str:
-            inner = match.group(1)
-            if inner == "python":
-                return sys.executable
-            if inner == "configDir":
-                return str(self.checker.path.resolve().parent)
-            if inner == "stateDir":
-                return str(default_paths().state_dir)
-            if inner.startswith("env:"):
-                name = inner[4:]
-                if name not in os.environ:
-                    raise self.checker.error(
-                        [*self.keys, key or label],
-                        f"${{env:{_printable(name)}}} is used but {_printable(name)} is not set",
-                        fix=f"set {_printable(name)} before starting mcp-tray, or write the value itself",
-                    )
-                return os.environ[name]
-            hint = did_you_mean(inner, ["python", "configDir", "stateDir", "env:NAME"])
-            raise self.checker.error(
-                [*self.keys, key or label],
-                f"unknown placeholder ${{{_printable(inner)}}}{hint}",
-                fix="use ${python}, ${configDir}, ${stateDir} or ${env:NAME}",
-            )
-
-        return _PLACEHOLDER_RE.sub(replace, value)
+#: The model and the checker, for those that import them from here.
+__all__ = [
+    "CONFIG_FILE",
+    "DEFAULT_GATEWAY_PORT",
+    "DEFAULT_KEEPALIVE_SECONDS",
+    "DEFAULT_MAX_BODY_BYTES",
+    "GATEWAY_KEYS",
+    "KEYRING_REF_RE",
+    "MAX_BODY_BYTES_CEILING",
+    "MAX_CONFIG_BYTES",
+    "MAX_KEEPALIVE_SECONDS",
+    "MAX_NESTING",
+    "MIN_KEEPALIVE_SECONDS",
+    "PROTOCOL_MODES",
+    "RETRY_POLICIES",
+    "SERVER_KEYS",
+    "SHARING_MODES",
+    "TOP_LEVEL_KEYS",
+    "GatewaySettings",
+    "RetryPolicy",
+    "ServerConfig",
+    "Sharing",
+    "TrayConfig",
+    "did_you_mean",
+    "empty_config",
+    "key_path",
+    "load_config",
+    "parse_config",
+    "valid_server_name",
+]

@@ -19,6 +19,7 @@ import keyring
 import keyring.errors
 
 from core.base.errors import SecretStoreError, SpawnError
+from core.base.severity import TOKEN_STORAGE
 from core.settings.config import KEYRING_REF_RE, ServerConfig
 from core.settings.runtime import load_or_create_file_token as _file_token
 from core.settings.runtime import new_token
@@ -27,11 +28,9 @@ from core.settings.runtime import new_token
 KEYRING_SERVICE: Final = "mcp-tray"
 #: The keyring entry holding the local API bearer token.
 TOKEN_ENTRY: Final = "api-token"
-#: The family of the note that the API token is in a file: information for
-#: the surfaces, never a warning (doctor's exit code ignores it).
-TOKEN_STORAGE_FAMILY: Final = "token-storage"
-#: Families the surfaces show as information rather than as warnings.
-INFO_FAMILIES: Final = frozenset({TOKEN_STORAGE_FAMILY})
+#: The family of the note that the API token is in a file: information
+#: (core.base.severity), never a warning.
+TOKEN_STORAGE_FAMILY: Final = TOKEN_STORAGE
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9._:@/-]{1,128}")
 
 

@@ -2,7 +2,7 @@
 
 Both count *consecutive* failures on an injected clock. The server breaker
 re-admits one probe after its cooldown (half-open); the session breaker stays
-tripped until the user resets it (DESIGN 3.4, 3.5).
+tripped until the user resets it (docs/design.md §3.4, 3.5).
 """
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The call path (DESIGN 3.3): every request forwarded to a server goes through here.
+"""The call path (docs/design.md §3.3): every request forwarded to a server goes through here.
 
 A call that finds the child dead asks for ONE respawn and waits for a *new*
 ready session; a call whose child dies under it is cancelled at once and
@@ -109,7 +109,7 @@ class CallPath:
     async def request(
         self, method: str, params: Mapping[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
-        """Forward one request (DESIGN 3.3). Raises ``CallError``."""
+        """Forward one request (docs/design.md §3.3). Raises ``CallError``."""
         server = self._server
         self.calls += 1
         refusal: CallError | None = None

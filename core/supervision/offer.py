@@ -5,7 +5,7 @@ API's ``GET /api/v1/servers/{name}/tools``, ``mcp-tray tools NAME``), from
 the server's ``Catalog`` (its last listings, kept across respawns).
 
 Each tool says whether mcp-tray retries a call to it that a crash cut
-(DESIGN 3.3): the one replay rule (core.protocol.replay) that the call path
+(docs/design.md §3.3): the one replay rule (core.protocol.replay) that the call path
 and the bridge apply too — the server's ``retry`` config ``"always"`` or
 ``"never"`` decides outright; otherwise the tool's ``readOnlyHint`` or
 ``idempotentHint`` makes it safe.

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Final
 
-#: More consecutive unproven runs than this parks the server (DESIGN 3.2).
+#: More consecutive unproven runs than this parks the server (docs/design.md §3.2).
 RAPID_DROP_LIMIT: Final = 5
 #: Automatic respawns wait this long after the first unproven drop...
 BACKOFF_INITIAL_SECONDS: Final = 1.0

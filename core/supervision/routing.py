@@ -3,7 +3,7 @@
 A stdio pipe says nothing about which call a child's own request (sampling,
 elicitation) or log line belongs to: one made by a tool during its call and
 one made later by work that tool left running look the same. So mcp-tray
-attributes by what it can see, and refuses what it cannot (DESIGN 3.10):
+attributes by what it can see, and refuses what it cannot (docs/design.md §3.10):
 
 - **during calls of exactly one client session**: that session (its newest
   call). "Exactly one" counts every session whose call ran since the last

@@ -85,7 +85,7 @@ class ManagedServer:
         self.routing.on_ambiguous = self._ambiguous_request
         self.routing.on_shared_roots = self._shared_roots
         self.routing.on_roots_stale = self._roots_stale
-        #: Set the first time a server request could not be placed (DESIGN 3.10).
+        #: Set the first time a server request could not be placed (docs/design.md §3.10).
         self.isolation_warning: str | None = None
         #: Set the first time this shared server asked for roots.
         self.roots_warning: str | None = None
@@ -365,7 +365,8 @@ class ManagedServer:
     async def request(
         self, method: str, params: Mapping[str, Any] | None, caller: Caller = NO_CALLER
     ) -> dict[str, Any]:
-        """Forward one request through the call path (DESIGN 3.3). Raises ``CallError``."""
+        """Forward one request through the call path (docs/design.md §3.3).
+        Raises ``CallError``."""
         return await self.calls_path.request(method, params, caller)
 
     async def call_tool(

@@ -197,7 +197,7 @@ class Supervisor:
     async def aclose(self) -> None:
         """Stop every child, shared and per-session, by the stop contract (concurrently).
 
-        DESIGN §3.1: after shutdown nothing of ours is left running, so the
+        docs/design.md §3.1: after shutdown nothing of ours is left running, so the
         per-session children go too, not only the shared ones.
         """
         await asyncio.gather(

@@ -8,6 +8,7 @@ disk. Fixture files are the ones tests/test_install.py uses.
 """
 
 import json
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -113,6 +114,26 @@ def test_install_writes_the_file_and_says_where_the_backup_is_and_what_to_restar
     assert "restart Claude Desktop" in status
     # Installed: nothing is left to do, so nothing more can be installed.
     assert shown.preview.toPlainText() == "" and not shown.install_button.isEnabled()
+
+
+def test_codex_is_offered_and_gets_toml_tables_with_the_token_masked_in_the_preview(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    path = place("codex", FIXTURES / "codex_config.toml", tmp_path)
+    shown = dialog(qtbot, tmp_path)
+    choose(shown, "codex")
+    shown.http_button.setChecked(True)
+
+    preview = shown.preview.toPlainText()
+    assert '+[mcp_servers.echo]\n+url = "http://127.0.0.1:28729/mcp/echo"' in preview
+    assert "t0k" not in preview and '{Authorization = "Bearer ********", ' in preview
+    with qtbot.waitSignal(shown.installed, timeout=5000):
+        QTest.mouseClick(shown.install_button, Qt.MouseButton.LeftButton)
+
+    written = tomllib.loads(path.read_text())
+    assert written["mcp_servers"]["echo"]["http_headers"]["Authorization"] == "Bearer t0k"
+    assert written["model"] == "gpt-5-codex" and "docs" in written["mcp_servers"]
+    assert "start a new Codex session" in shown.status.text()
 
 
 def test_an_invalid_target_file_shows_the_error_in_the_dialog(qtbot: QtBot, tmp_path: Path) -> None:

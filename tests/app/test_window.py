@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,9 +26,9 @@ from pytestqt.qtbot import QtBot
 from app.core_link import CoreLink
 from app.main import ask_running_instance_to_raise
 from app.models import ServersModel, ToolsModel
-from app.window import TAB_LOGS, MainWindow
+from app.window import TAB_LOGS, TAB_WARNINGS, MainWindow
 from core.base.errors import McpTrayError
-from core.base.snapshot import ResourceUsage
+from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
 from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
@@ -150,6 +151,23 @@ def test_a_second_launch_raises_the_first_ones_window(qtbot: QtBot, cores: Start
         core.service.on_raise = lambda: window.link.on_gui(window.bring_up)
         assert ask_running_instance_to_raise(core.service.paths) == 0
         until(qtbot, window.isVisible)
+
+
+def test_the_warnings_tab_counts_warnings_and_not_advice_or_information(
+    qtbot: QtBot, cores: StartCore
+) -> None:
+    info = WarningSnapshot("token-storage", "mcp-tray", "the token is in a file.", "", "t")
+    advice = WarningSnapshot("env-scan-failed:", "pid 1", "could not read.", "later.", "a")
+    warning = WarningSnapshot("port-taken", "mcp-tray", "port 1 is taken.", "free it.", "p")
+    core = cores({})
+    with open_window(core) as window:
+        now = window.link.snapshot()
+        window.refresh(replace(now, warnings=(info, advice)))
+        assert window.tabs.tabText(TAB_WARNINGS) == "Warnings (0)"
+        assert window.warnings.model.rowCount() == 2  # listed all the same
+
+        window.refresh(replace(now, warnings=(info, warning, advice)))
+        assert window.tabs.tabText(TAB_WARNINGS) == "Warnings (1)"
 
 
 def test_empty_tabs_say_why_they_are_empty(qtbot: QtBot, cores: StartCore) -> None:

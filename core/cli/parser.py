@@ -1,0 +1,254 @@
+"""The ``mcp-tray`` command line: its parser, and the checks of its arguments.
+
+Only argparse and the registry of clients: building the parser loads no
+command's code, so ``mcp-tray --help`` and every command start fast.
+"""
+
+import argparse
+import math
+from pathlib import Path
+from typing import Final, NoReturn
+
+from core import __version__
+from core.base.errors import CommandError
+from core.base.exitcodes import EXIT_USAGE
+from core.cli.integrations import importable_clients, snippet_targets
+from core.settings.config import valid_server_name
+
+#: After respawn/start, how long the CLI waits by default for the server to
+#: leave "starting", so it prints where the action ended, not where it began:
+#: a server's start timeout (core.supervision.run.START_TIMEOUT_SECONDS, 60 s;
+#: not imported, as that would load the MCP SDK into every CLI call; a test
+#: pins the two together) plus a few seconds for the stop contract.
+SETTLE_SECONDS: Final = 65.0
+#: The longest ``call --timeout`` and ``--wait``: the API's own ceiling for a
+#: call (core.serving.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
+#: load starlette into every CLI call; a test pins the two together).
+MAX_SECONDS: Final = 86400.0
+#: The shortest call timeout (core.serving.api.MIN_CALL_TIMEOUT_SECONDS).
+MIN_SECONDS: Final = 0.001
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (exit 2) instead of usage plus error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mcp-tray",
+        description="Supervise local stdio MCP servers and share them with every AI client.",
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-tray {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run mcp-tray (the tray, or --headless)")
+    run.add_argument(
+        "--headless", action="store_true", help="no GUI: run in the foreground of this terminal"
+    )
+    source = run.add_mutually_exclusive_group()
+    source.add_argument(
+        "--config", type=Path, help="config file (default: the per-user config.json)"
+    )
+    source.add_argument(
+        "--demo", action="store_true", help="run on the bundled demo servers (what `make run` runs)"
+    )
+    run.add_argument(
+        "--minimized",
+        action="store_true",
+        help="stay in the tray without opening the window (the login autostart entry uses it)",
+    )
+
+    status = commands.add_parser("status", help="servers and their states")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    call = commands.add_parser("call", help="call a tool of a server and print its result as JSON")
+    call.add_argument("name", help="server name")
+    call.add_argument("tool", help="tool name")
+    call.add_argument(
+        "--args", default="{}", help='tool arguments as a JSON object, e.g. \'{"text": "hi"}\''
+    )
+    call.add_argument(
+        "--timeout",
+        type=_call_timeout,
+        default=120.0,
+        metavar="SECONDS",
+        help=f"seconds to wait for the tool (default 120, at most {MAX_SECONDS:g})",
+    )
+
+    for verb, text in (
+        ("respawn", "replace a server's child now (wakes a parked server)"),
+        ("stop", "stop a server's child and keep it stopped"),
+        ("start", "start a stopped server"),
+    ):
+        sub = commands.add_parser(verb, help=text)
+        sub.add_argument("name", help="server name")
+        if verb != "stop":  # stop returns once the stop contract is done
+            sub.add_argument(
+                "--wait",
+                type=_seconds,
+                default=SETTLE_SECONDS,
+                metavar="SECONDS",
+                help="how long to wait for the server to come up or give up before "
+                f"printing its state (default {SETTLE_SECONDS:g}: its start timeout)",
+            )
+
+    tools = commands.add_parser(
+        "tools",
+        help="a server's tools (and whether a call cut by a crash is retried), resources, prompts",
+    )
+    tools.add_argument("name", help="server name")
+    tools.add_argument("--json", action="store_true", help="machine-readable output")
+
+    logs = commands.add_parser("logs", help="a server's log (its stderr and mcp-tray's notes)")
+    logs.add_argument("name", help="server name")
+    logs.add_argument("-n", type=_line_count, default=50, help="how many lines (default 50)")
+
+    workers = commands.add_parser("workers", help="rows of the worker registry")
+    workers.add_argument("--json", action="store_true", help="machine-readable output")
+
+    connect = commands.add_parser(
+        "connect", help="stdio MCP server for a client: relays to the running tray"
+    )
+    connect.add_argument("name", help="server name")
+
+    commands.add_parser("token", help="print the local API bearer token")
+
+    sessions = commands.add_parser("sessions", help="client sessions and their breakers")
+    sessions.add_argument("--json", action="store_true", help="machine-readable output")
+
+    reset = commands.add_parser("reset", help="reset a tripped client session")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("session", nargs="?", help="session id (see mcp-tray sessions)")
+    target.add_argument("--all", action="store_true", help="reset every tripped session")
+
+    secret = commands.add_parser(
+        "secret", help="manage secrets in the OS keyring (${keyring:NAME} in env)"
+    )
+    secret_commands = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True)
+    secret_set = secret_commands.add_parser("set", help="store a secret (asked for without echo)")
+    secret_set.add_argument("name")
+    secret_set.add_argument(
+        "--stdin", action="store_true", help="read the value from stdin instead of a prompt"
+    )
+    secret_rm = secret_commands.add_parser("rm", help="remove a secret")
+    secret_rm.add_argument("name")
+
+    client_config = commands.add_parser(
+        "client-config", help="print the snippet that points a client at mcp-tray"
+    )
+    client_config.add_argument("client", choices=snippet_targets())
+    mode = client_config.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
+    )
+    mode.add_argument("--http", action="store_true", help="connect to the local gateway over HTTP")
+    client_config.add_argument(
+        "--server",
+        action="append",
+        help="only this server (repeatable); without a config, the servers to list",
+    )
+    client_config.add_argument(
+        "--config",
+        type=Path,
+        help="mcp-tray config whose servers and gateway.port to use "
+        "(default: the per-user config.json; none is needed for --server)",
+    )
+    client_config.add_argument(
+        "--install",
+        action="store_true",
+        help="write the entries into the client's own config file (merged, with a backup)",
+    )
+    client_config.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --install: print the diff it would apply, write nothing",
+    )
+    client_config.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with --install: replace same-name entries that are not mcp-tray's",
+    )
+
+    importer = commands.add_parser(
+        "import", help="merge a client's MCP servers into mcp-tray's config"
+    )
+    importer.add_argument("client", choices=importable_clients())
+    importer.add_argument(
+        "--path", type=Path, help="the client's config file (default: its usual place)"
+    )
+    importer.add_argument("--config", type=Path, help="mcp-tray config to merge into")
+    importer.add_argument(
+        "--move-secrets",
+        choices=["ask", "yes", "no"],
+        default="ask",
+        help="move secret-looking env values into the keyring (default: ask when interactive)",
+    )
+
+    doctor = commands.add_parser("doctor", help="check the environment and the registry's workers")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument("--config", type=Path, help="config file to check for literal secrets")
+
+    desktop = commands.add_parser(
+        "install-desktop", help="add mcp-tray to the desktop's application menu (per user)"
+    )
+    desktop_mode = desktop.add_mutually_exclusive_group()
+    desktop_mode.add_argument(
+        "--autostart", action="store_true", help="also start mcp-tray when you log in"
+    )
+    desktop_mode.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="remove the menu entry, its icon and the autostart entry",
+    )
+    return parser
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds from 0 to ``MAX_SECONDS``."""
+    value = _finite(text)
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 to {MAX_SECONDS:g} seconds")
+    return value
+
+
+def _call_timeout(text: str) -> float:
+    """An argparse type: seconds from ``MIN_SECONDS`` to ``MAX_SECONDS`` (what the API takes)."""
+    value = _finite(text)
+    if not MIN_SECONDS <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
+        )
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
+
+
+def _line_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of lines") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more lines")
+    return value
+
+
+def check_server_name(name: str) -> None:
+    """A name no config can hold is a usage error, and never reaches a URL or a file path."""
+    if not valid_server_name(name):
+        raise CommandError(
+            f"{name!r} is not a server name: names hold only letters, digits, '.', '_' "
+            "and '-' (at most 64) and start with a letter or digit",
+            EXIT_USAGE,
+        )

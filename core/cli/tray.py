@@ -1,0 +1,126 @@
+"""Running mcp-tray: ``run`` (the tray, or headless), ``connect`` (the bridge a
+client launches) and ``install-desktop`` (the menu and login entries that run it)."""
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from core.base.envvars import HEADLESS_ENV, HOME_ENV
+from core.base.errors import CommandError, ConfigError
+from core.base.exitcodes import EXIT_OK
+from core.cli.parser import check_server_name
+from core.platform.files import private_dirs
+from core.settings.config import TrayConfig
+from core.settings.paths import Paths
+
+
+class GuiLauncher(Protocol):
+    """Starts the tray on a config (with the config error to show, if any); its exit code.
+
+    ``minimized``: started by the login autostart entry, so it stays in the
+    tray; a person's launch opens the window.
+    """
+
+    def __call__(
+        self,
+        config: TrayConfig,
+        paths: Paths,
+        config_error: str | None = None,
+        *,
+        minimized: bool = False,
+    ) -> int: ...
+
+
+#: Imports the GUI on demand: the launcher, or None (printed why) when it cannot start.
+GuiFactory = Callable[[], GuiLauncher | None]
+
+
+def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
+    if args.demo:
+        from core.base.resources import demo_config
+
+        return demo_config()
+    if args.config is not None:
+        return Path(args.config).expanduser()
+    path = paths.config_file
+    if not path.exists():
+        private_dirs(path.parent)
+        path.write_text('{\n  "mcpServers": {}\n}\n', encoding="utf-8")
+        print(
+            f"mcp-tray: created an empty config at {path}; add your servers there", file=sys.stderr
+        )
+    return path
+
+
+def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
+    from core.settings.config import empty_config, load_config
+
+    path = _config_path(args, paths)
+    if not args.headless and not os.environ.get(HEADLESS_ENV):
+        gui = _try_gui(args)
+        if gui is not None:
+            # A double-clicked tray has no terminal to print a config error
+            # to: it starts empty, shows the error, and picks up the fix.
+            minimized = bool(getattr(args, "minimized", False))
+            try:
+                return gui(load_config(path), paths, None, minimized=minimized)
+            except ConfigError as exc:
+                return gui(empty_config(path), paths, str(exc), minimized=minimized)
+    from core.cli.headless import run_headless
+
+    return run_headless(load_config(path), paths)
+
+
+def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
+    """The tray, when there is a display and a GUI was wired in; else None (headless)."""
+    factory: GuiFactory | None = getattr(args, "gui", None)
+    if factory is None:
+        return None
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        print(
+            "mcp-tray: no display (DISPLAY/WAYLAND_DISPLAY unset): running headless",
+            file=sys.stderr,
+        )
+        return None
+    return factory()
+
+
+def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
+    from core.bridge.main import run
+    from core.cli.desktop_entry import AUTOSTART_ARGS, launcher_argv
+
+    # Before a worker row is registered under a name no server can have.
+    check_server_name(args.name)
+
+    # An absent tray is started as the login entry starts it (core.bridge.autostart).
+    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])
+
+
+def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
+    from core.cli.desktop_entry import home_override, install, uninstall
+
+    try:
+        if args.uninstall:
+            result = uninstall()
+            for path in result.removed:
+                print(f"removed {path}")
+            if not result.removed:
+                print("nothing to remove: no mcp-tray desktop entry was installed")
+            return EXIT_OK
+        result = install(autostart=args.autostart)
+    except OSError as exc:
+        raise CommandError(f"cannot write the desktop entry: {exc}") from None
+    for path in result.written:
+        print(f"wrote {path}")
+    for note in result.notes:
+        print(f"mcp-tray: {note}", file=sys.stderr)
+    home = home_override()
+    if home is not None:
+        print(
+            f"mcp-tray: the entry starts mcp-tray with {HOME_ENV}={home} (from this shell)",
+            file=sys.stderr,
+        )
+    return EXIT_OK

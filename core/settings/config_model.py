@@ -1,0 +1,117 @@
+"""What a config holds: the servers, the gateway settings and their defaults.
+
+Plain frozen dataclasses and the constants that bound them; reading a file
+(core.settings.filereader) and checking its JSON (core.settings.config_check)
+happen elsewhere, so whatever holds a ``TrayConfig`` imports only this.
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+RetryPolicy = Literal["safe", "always", "never"]
+Sharing = Literal["shared", "per-session", "per-workspace"]
+
+RETRY_POLICIES: Final = ("safe", "always", "never")
+SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
+#: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
+PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
+
+#: A run is proven once it stays up this long (docs/design.md §3.2).
+DEFAULT_KEEPALIVE_SECONDS: Final = 30.0
+#: Shorter keepalives would let a slowly crash-looping server pass as proven.
+MIN_KEEPALIVE_SECONDS: Final = 5.0
+#: Longer ones would never prove a run by its uptime (and beyond float's
+#: range a number no longer converts): a day is already past any use.
+MAX_KEEPALIVE_SECONDS: Final = 86400.0
+
+SERVER_KEYS: Final = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "type",
+    "disabled",
+    "retry",
+    "keepalive_seconds",
+    "sharing",
+    "protocol",
+)
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
+GATEWAY_KEYS: Final = ("port", "max_body_bytes")
+#: Largest request body the gateway accepts unless the config says otherwise.
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+#: The most ``gateway.max_body_bytes`` may say (a tool call is not a file upload).
+MAX_BODY_BYTES_CEILING: Final = 256 * 1024 * 1024
+#: Where the gateway listens unless ``gateway.port`` says otherwise. Fixed, so
+#: the URL in a client's config survives every restart of mcp-tray (docs/design.md
+#: §3.10). 28729 ("2" + TRAY on a phone keypad) is unassigned in the IANA
+#: registry (the block 28590-28999), below Linux's ephemeral range
+#: (32768-60999, so the kernel never hands it to an outgoing connection) and
+#: below Kubernetes' NodePort range (30000-32767), and no widely used local
+#: tool claims it. When it is taken anyway, the tray falls back to a free
+#: port and says so (core.serving.service).
+DEFAULT_GATEWAY_PORT: Final = 28729
+
+#: Server names become URL paths (/mcp/<name>) and log file names. Always
+#: ``fullmatch``: ``$`` would also accept a name ending in a newline.
+NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    disabled: bool = False
+    #: "safe": replay a call cut by a child's death only for readOnly/idempotent
+    #: tools; "always": replay any; "never": replay none.
+    retry: RetryPolicy = "safe"
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+    sharing: Sharing = "shared"
+    #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
+    protocol: str = "auto"
+
+    def launch_key(self) -> tuple[object, ...]:
+        """What decides whether a config edit must restart this server."""
+        return (
+            self.command,
+            self.args,
+            tuple(sorted(self.env.items())),
+            self.cwd,
+            self.protocol,
+        )
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """The ``gateway`` section: where clients reach mcp-tray, and what it accepts."""
+
+    #: 0 means "any free port" (a new one at every start: HTTP snippets break).
+    port: int = DEFAULT_GATEWAY_PORT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+@dataclass(frozen=True)
+class TrayConfig:
+    path: Path
+    servers: Mapping[str, ServerConfig]
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+
+    @property
+    def enabled(self) -> list[ServerConfig]:
+        return [s for s in self.servers.values() if not s.disabled]
+
+
+def valid_server_name(name: str) -> bool:
+    """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
+    return NAME_RE.fullmatch(name) is not None
+
+
+def empty_config(path: Path) -> TrayConfig:
+    return TrayConfig(path=path, servers={})
