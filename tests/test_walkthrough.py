@@ -25,7 +25,7 @@ from mcp.client.stdio import stdio_client
 
 from core.settings.paths import default_paths
 from tests.cli_support import cli, home_env, run_mcp_tray
-from tests.conftest import known_bug, wait_until_sync
+from tests.conftest import wait_until_sync
 from tests.gateway_support import REPO, bridge_env, text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -92,7 +92,7 @@ async def client_on_bridge(home: Path, server: str) -> AsyncIterator[ClientSessi
             yield session
 
 
-async def test_the_first_ten_minutes_work_as_readme_writes_them_up_to_step_4(
+async def test_the_first_ten_minutes_work_as_readme_writes_them_through_step_4(
     demo: Path, tmp_path: Path
 ) -> None:
     home = demo
@@ -146,10 +146,6 @@ async def test_the_first_ten_minutes_work_as_readme_writes_them_up_to_step_4(
         assert status(home)["demo-fragile"]["breaker"] == "closed"
 
 
-@known_bug(
-    "client-config does not yet use the running tray's config (the demo's servers): "
-    "issue 18 item 4, on branch i18b"
-)
 async def test_step_5_writes_the_running_demos_servers_into_cursors_own_file(
     demo: Path, tmp_path: Path
 ) -> None:
