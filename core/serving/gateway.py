@@ -20,7 +20,8 @@ from starlette.types import Receive, Scope, Send
 
 from core.base.errors import UnknownServer
 from core.protocol.headers import scope_headers
-from core.protocol.streamable import HttpSession, StreamableHttp
+from core.protocol.http_session import HttpSession
+from core.protocol.streamable import StreamableHttp
 from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from core.serving.handshake import HandshakeSession
 from core.serving.identity import REAP_SECONDS, StatelessClients

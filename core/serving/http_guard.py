@@ -11,7 +11,9 @@ uvicorn's own httptools protocol:
   ``read_seconds`` of its first byte, and a new connection must send one
   within ``read_seconds`` of opening;
 - a connection cap below the file limit (core.platform.files raises the
-  limit where the OS has one): past it, the oldest connection
+  limit where the OS has one), applied as connections are accepted (at most
+  ``ACCEPTS_PER_WAKEUP`` per wake-up, the listen backlog apart): past it, the
+  oldest connection
   that never presented the token is shed first, then the oldest idle one;
   a new connection is refused only when every open one is busy and trusted;
 - accept errors (EMFILE and the like) logged once a minute with a count
@@ -44,6 +46,14 @@ MAX_CONNECTIONS: Final = 512
 #: File descriptors kept for everything else (children's pipes and pidfds,
 #: log files, the registry) when the cap is derived from a low file limit.
 RESERVED_FDS: Final = 256
+#: Connections accepted per wake-up of the loop. asyncio accepts as many as
+#: the backlog it was given (uvicorn's default: 2,048) before any of them is
+#: seen by the cap, so a burst ran into the file limit (EMFILE, and asyncio
+#: then stops listening for a second); in bites of 64 the cap sheds between
+#: bites and holds at accept time.
+ACCEPTS_PER_WAKEUP: Final = 64
+#: The kernel's queue of connections not yet accepted (a burst waits there).
+LISTEN_BACKLOG: Final = 2048
 #: Repeated accept errors are summarised at most this often.
 ACCEPT_ERROR_LOG_SECONDS: Final = 60.0
 
@@ -98,14 +108,15 @@ class ConnectionGuard:
             self.trusted.discard(protocol.client)
 
     def _victim(self) -> "GuardedProtocol | None":
-        by_age = sorted(self.open, key=self.open.__getitem__)
-        untrusted = [p for p in by_age if p.client not in self.trusted]
-        for candidate in untrusted:
-            return candidate
-        for candidate in by_age:
-            if candidate.idle:
+        """The oldest untrusted connection, else the oldest idle one. ``open`` is in
+        admission order already (a dict keeps it): a burst sheds hundreds, no sorting."""
+        idle: GuardedProtocol | None = None
+        for candidate in self.open:
+            if candidate.client not in self.trusted:
                 return candidate
-        return None
+            if idle is None and candidate.idle:
+                idle = candidate
+        return idle
 
 
 def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
