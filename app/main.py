@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from core.base.collector import settle_after_start
 from core.base.errors import AlreadyRunning, NotRunning
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.cli.control_client import ControlClient
@@ -69,6 +70,7 @@ def run_gui(
     core = start_core(config, paths)
     if isinstance(core, int):
         return core
+    settle_after_start()
     try:
         return launch(app, core, config_error, minimized=minimized)
     finally:

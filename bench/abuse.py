@@ -71,12 +71,20 @@ faults":
    (core.serving.metrics): /metrics must stay small and name no invented
    method.
 
+``--burst N`` runs only this instead: a tray started under a file limit
+of ``--burst-file-limit`` (1,024, a desktop's usual) gets N idle connections
+at once (plain connects, nothing sent); ``GET /api/v1/status`` on a new
+connection is timed right after (the first answer is the figure: it waits
+behind the burst), then the real ``mcp-tray status --json``; and the tray's
+output is searched for accept() failures (EMFILE). Target: status under
+0.5 s, no accept failure.
+
 The request generation (tens of seconds of CPU) runs in a worker process
 during the hot-reload part, which mostly waits. Figures are reported, not
 asserted: the exit code is 0 unless the bench itself breaks (the tray does
 not come up, or dies). The default run takes about 2 minutes on 2 idle
 CPUs (the request generation and the flood's HOLD dominate).
-Run: .venv/bin/python bench/abuse.py
+Run: .venv/bin/python bench/abuse.py (the burst: --burst 1100)
 """
 
 import argparse
@@ -189,6 +197,10 @@ ROWS: Final = (
     ),
 )
 CLI_STATUS_EVERY: Final = 2.0
+#: The burst (``--burst``): status probes right after it, and how far apart.
+BURST_PROBES: Final = 10
+BURST_PROBE_EVERY: Final = 0.05
+DEFAULT_BURST_FILE_LIMIT: Final = 1024
 #: Bound on opening one flood connection.
 CONNECT_SECONDS: Final = 5.0
 #: Bound on one fuzzed request (a stream still open then is counted apart).
@@ -274,9 +286,13 @@ class LogTail:
 class Tray:
     """The main headless tray on the private home; its output goes to a file."""
 
-    def __init__(self, home: Path, config: Path, log: IO[bytes]) -> None:
+    def __init__(
+        self, home: Path, config: Path, log: IO[bytes], file_limit: int | None = None
+    ) -> None:
         self.home = home
         self.config = config
+        #: Started under this RLIMIT_NOFILE (soft and hard), else under ours.
+        self.file_limit = file_limit
         self.paths: Paths = default_paths({"MCP_TRAY_HOME": str(home)})
         self.log = log
         self.process: asyncio.subprocess.Process | None = None
@@ -296,7 +312,13 @@ class Tray:
             raise BenchAborted(f"the tray is gone (exit code {code})")
 
     async def start(self) -> None:
-        self.process = await spawn_tray(self.config, self.home, self.log)
+        limit = self.file_limit
+
+        def limited() -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        self.process = await spawn_tray(self.config, self.home, self.log, limited)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.process.returncode is not None:
@@ -889,29 +911,34 @@ async def probe_loop(
                 )
 
 
+async def cli_status(home: Path) -> int:
+    """One real ``mcp-tray status --json`` on ``home`` (bounded at 30 s); its exit code."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "status",
+        "--json",
+        env=tray_env(home),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        return await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        return await process.wait()
+
+
 async def cli_status_loop(
     tray: Tray, zero: float, stop: asyncio.Event, figures: FloodFigures
 ) -> None:
     """The real ``mcp-tray status --json`` every CLI_STATUS_EVERY (interpreter start included)."""
     while not stop.is_set():
         sent = time.perf_counter()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "status",
-            "--json",
-            env=tray_env(tray.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            code = await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            code = await process.wait()
+        code = await cli_status(tray.home)
         figures.cli_probes.append((sent - zero, time.perf_counter() - sent, code))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
@@ -1371,6 +1398,83 @@ async def bench(
                 figures.child_trouble += trouble_in(path.read_text(errors="replace"), path.name)
 
 
+# ------------------------------------------------------------------ a burst
+
+
+async def burst(count: int, file_limit: int, home: Path, log: IO[bytes], tail: LogTail) -> None:
+    """``count`` idle connections opened at once on a tray under ``file_limit`` descriptors:
+    how long ``status`` takes meanwhile, and whether accept() hit the limit."""
+    paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
+    config = paths.config_file.resolve()
+    config.write_text(json.dumps({"gateway": {"port": 0}, "mcpServers": {SERVER: ECHO_ENTRY}}))
+    tray = Tray(home, config, log, file_limit=file_limit)
+    await tray.start()
+    process = psutil.Process(tray.pid)
+    tail.new()
+    held: list[socket.socket] = []
+    probes: list[float] = []
+    failures: list[str] = []
+    peak_fds = process.num_fds()
+    try:
+        began = time.perf_counter()
+        for _ in range(count):
+            # Plain connects: the kernel completes each into the listen backlog at once.
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            conn.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                conn.connect(("127.0.0.1", tray.port))
+            held.append(conn)
+        opened = time.perf_counter() - began
+        async with httpx2.AsyncClient(
+            base_url=tray.url,
+            headers={"Authorization": f"Bearer {tray.token}"},
+            timeout=httpx2.Timeout(PROBE_SECONDS),
+            limits=httpx2.Limits(max_keepalive_connections=0),
+        ) as fresh:
+            for _ in range(BURST_PROBES):
+                sent = time.perf_counter()
+                try:
+                    reply = await fresh.get("/api/v1/status")
+                    reply.raise_for_status()
+                    probes.append(time.perf_counter() - sent)
+                except (httpx2.HTTPError, TimeoutError) as exc:
+                    failures.append(f"{type(exc).__name__} {exc}"[:100])
+                with contextlib.suppress(psutil.Error):
+                    peak_fds = max(peak_fds, process.num_fds())
+                await asyncio.sleep(BURST_PROBE_EVERY)
+        cli_sent = time.perf_counter()
+        cli_code = await cli_status(home)
+        cli_seconds = time.perf_counter() - cli_sent
+    finally:
+        for conn in held:
+            conn.close()
+        await tray.stop()
+    said = tail.new()
+    accept_errors = said.count("cannot accept connections")
+    print(
+        f"mcp-tray burst: {count} idle connections opened at once ({opened * 1e3:.0f} ms) on a "
+        f"headless tray whose file limit is {file_limit}; load avg "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"  GET /api/v1/status on a new connection, {len(probes)} of {BURST_PROBES} answered "
+        f"right after the burst: first {probes[0] * 1e3 if probes else float('nan'):.0f} ms, "
+        f"p50 {percentile(probes, 0.5) * 1e3:.0f} ms, max {max(probes, default=0) * 1e3:.0f} ms"
+    )
+    for line in failures[:5]:
+        print(f"     !! {line}")
+    print(
+        f"  mcp-tray status --json (a new interpreter): {cli_seconds:.2f} s, exit code {cli_code}"
+    )
+    print(
+        f"  the tray's descriptors: peak {peak_fds} of {file_limit}; accept() failures logged: "
+        f"{accept_errors}"
+    )
+    print(
+        f"reproduce: .venv/bin/python bench/abuse.py --burst {count} --burst-file-limit {file_limit}"
+    )
+
+
 # ------------------------------------------------------------------ the report
 
 
@@ -1795,7 +1899,28 @@ def main() -> int:
         default=None,
         help="copy the tray's output and the server log here",
     )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        help="only this: N idle connections at once, status timed meanwhile (e.g. 1100)",
+    )
+    parser.add_argument(
+        "--burst-file-limit",
+        type=int,
+        default=DEFAULT_BURST_FILE_LIMIT,
+        help=f"the tray's file limit for --burst (default {DEFAULT_BURST_FILE_LIMIT})",
+    )
     args = parser.parse_args()
+    if args.burst > 0:
+        os.environ["PYTHON_KEYRING_BACKEND"] = KEYRING_BACKEND
+        with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as tmp:
+            home = Path(tmp).resolve()
+            with (home / "tray.log").open("ab") as log:
+                asyncio.run(
+                    burst(args.burst, args.burst_file_limit, home, log, LogTail(home / "tray.log"))
+                )
+        return 0
     if min(args.configs, args.cli, args.edits, args.requests, args.methods, args.scrapes) < 0:
         parser.error("counts must be >= 0")
     if args.cli_jobs < 1 or args.concurrency < 1 or args.flood < 1 or args.reopen_rate < 1:

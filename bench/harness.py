@@ -11,7 +11,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -38,11 +38,16 @@ def tray_env(home: Path) -> dict[str, str]:
     env["MCP_TRAY_HOME"] = str(home)
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHON_KEYRING_BACKEND"] = KEYRING_BACKEND
+    # The benches start and stop their trays themselves: a bridge never starts one.
+    env["MCP_TRAY_AUTOSTART"] = "0"
     return env
 
 
-async def spawn_tray(config: Path, home: Path, log: IO[bytes]) -> asyncio.subprocess.Process:
-    """``mcp-tray run --headless --config CONFIG`` on ``home``, its output into ``log``."""
+async def spawn_tray(
+    config: Path, home: Path, log: IO[bytes], preexec: Callable[[], None] | None = None
+) -> asyncio.subprocess.Process:
+    """``mcp-tray run --headless --config CONFIG`` on ``home``, its output into ``log``;
+    ``preexec`` runs in the child before it starts (a POSIX limit, say)."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -58,6 +63,7 @@ async def spawn_tray(config: Path, home: Path, log: IO[bytes]) -> asyncio.subpro
         stderr=log,
         # Its own process group: a last-resort kill reaches only what it started.
         start_new_session=True,
+        preexec_fn=preexec,
     )
 
 

@@ -42,6 +42,11 @@ of BLOCK_SECONDS are interleaved, the first loop rotating, so the noise of
 a small shared machine hits each alike. The uvloop tray runs the same CLI
 with uvloop's loop policy set first (``asyncio.run`` then makes a uvloop
 loop); uvloop must be installed in the venv (``pip install uvloop``).
+``--baseline DIR`` adds, for each loop, a tray running the code of another
+checkout (``git archive main | tar -x -C DIR``) on this venv, labelled
+``LOOP@base``, interleaved the same way: a change's before and after in one
+run. ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
+figures then include cProfile's own cost; the others' do not).
 
 Targets (issue 20): <= 2 ms of tray CPU per session opened at 1,000
 sessions; quiet within 1 s of the last open; probe p99 during a burst <=
@@ -92,16 +97,12 @@ CLOSE_WAIT_SECONDS: Final = 10.0
 DEFAULT_CALL_SECONDS: Final = 6.0
 BLOCK_SECONDS: Final = 2.0
 WARMUP_CALLS: Final = 50
-#: Interpreter arguments that run the tray's CLI, per event loop.
-LOOP_RUNNERS: Final = {
-    "asyncio": ("-m", "core.cli.main"),
-    "uvloop": (
-        "-c",
-        "import asyncio, runpy, uvloop; "
-        "asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
-        "runpy.run_module('core.cli.main', run_name='__main__')",
-    ),
+#: What a tray's interpreter runs before the CLI, per event loop.
+LOOP_SETUP: Final = {
+    "asyncio": "",
+    "uvloop": "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); ",
 }
+RUN_CLI: Final = "import runpy; runpy.run_module('core.cli.main', run_name='__main__')"
 #: The echo server the tray serves, by name: the SDK's, or one written by hand
 #: that costs so little that the tray is what is measured.
 CHILDREN: Final = {
@@ -128,9 +129,41 @@ def registry_rows(home: Path) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM workers").fetchone()[0])
 
 
+#: The label of a tray running the ``--baseline`` checkout's code.
+BASELINE_SUFFIX: Final = "@base"
+
+
+def runner(loop: str, baseline: Path | None, profile: Path | None = None) -> tuple[str, ...]:
+    """The interpreter arguments of a tray on ``loop``; with ``baseline``, running that
+    checkout's ``core`` (first on sys.path, ahead of this venv's editable install); with
+    ``profile``, under cProfile timed by the main thread's CPU clock (the tray serves on its
+    main thread; a wall clock would charge the profile with the time the tray was not
+    scheduled), its stats written there at exit."""
+    code = LOOP_SETUP[loop]
+    if baseline is not None:
+        code = f"import sys; sys.path.insert(0, {str(baseline)!r}); " + code
+    if profile is None:
+        return ("-c", code + RUN_CLI)
+    return (
+        "-c",
+        code
+        + "import cProfile, time\n"
+        + "profiler = cProfile.Profile(time.thread_time)\n"
+        + "profiler.enable()\n"
+        + f"try:\n    {RUN_CLI}\n"
+        + f"finally:\n    profiler.disable(); profiler.dump_stats({str(profile)!r})\n",
+    )
+
+
 @contextlib.contextmanager
-def running_tray(home: Path, loop: str, child: str) -> Iterator[Tray]:
-    tray = Tray(home, None, LOOP_RUNNERS[loop], CHILDREN[child])
+def running_tray(
+    home: Path,
+    loop: str,
+    child: str,
+    baseline: Path | None = None,
+    profile: Path | None = None,
+) -> Iterator[Tray]:
+    tray = Tray(home, None, runner(loop, baseline, profile), CHILDREN[child])
     try:
         tray.start()
         tray.wait_ready()
@@ -520,34 +553,54 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
 def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
     print(f"\ncalls: echo back to back, lean client  (reproduce: {command})")
     print(
-        "  sessions  loop      calls/s  tray CPU/call  tray CPU  child CPU  bench CPU  "
+        "  sessions  loop          calls/s  tray CPU/call  tray CPU  child CPU  bench CPU  "
         "p50 ms   p99 ms"
     )
     for count, by_loop in results.items():
         for loop, r in by_loop.items():
             print(
-                f"  {count:>8}  {loop:<8} {r.calls / r.seconds:>8,.0f}  "
+                f"  {count:>8}  {loop:<12} {r.calls / r.seconds:>8,.0f}  "
                 f"{r.tray_cpu / r.calls * 1000:>10.3f} ms  {r.tray_cpu / r.seconds * 100:>6.0f} %  "
                 f"{r.child_cpu / r.seconds * 100:>7.0f} %  {r.bench_cpu / r.seconds * 100:>7.0f} %  "
                 f"{_p(r.latencies, 0.5) * 1000:>6.3f}  {_p(r.latencies, 0.99) * 1000:>7.3f}"
             )
-    loops = next(iter(results.values()), {})
-    if {"asyncio", "uvloop"} <= set(loops):
+    labels = next(iter(results.values()), {})
+    if {"asyncio", "uvloop"} <= set(labels):
         print(
             "  uvloop vs asyncio, tray CPU per call (overall; and the median of the "
             "interleaved blocks' ratios, blocks paired in the order they ran):"
         )
-        for count, by_loop in results.items():
-            base, fast = by_loop["asyncio"], by_loop["uvloop"]
-            saving = 1 - (fast.tray_cpu / fast.calls) / (base.tray_cpu / base.calls)
-            paired = statistics.median(
-                1 - f / b for f, b in zip(fast.blocks, base.blocks, strict=False) if b
-            )
+        for count, by_label in results.items():
+            saving, paired = _saving(by_label["asyncio"], by_label["uvloop"])
             verdict = "YES" if min(saving, paired) >= TARGET_UVLOOP_SAVING else "no"
             print(
                 f"    {count:>3} sessions: {saving * 100:+.1f} % less; paired median "
                 f"{paired * 100:+.1f} % (>= {TARGET_UVLOOP_SAVING * 100:g} %: {verdict})"
             )
+    for label in labels:
+        base = f"{label}{BASELINE_SUFFIX}"
+        if base not in labels:
+            continue
+        print(f"  this checkout vs --baseline, {label} (tray CPU per call as above; calls/s):")
+        for count, by_label in results.items():
+            before, after = by_label[base], by_label[label]
+            saving, paired = _saving(before, after)
+            rate = (after.calls / after.seconds) / (before.calls / before.seconds)
+            print(
+                f"    {count:>3} sessions: {saving * 100:+.1f} % less CPU per call; paired "
+                f"median {paired * 100:+.1f} %; calls/s x{rate:.2f}; p50 "
+                f"{_p(before.latencies, 0.5) * 1000:.3f} -> {_p(after.latencies, 0.5) * 1000:.3f} ms"
+            )
+
+
+def _saving(before: Calls, after: Calls) -> tuple[float, float]:
+    """How much less tray CPU per call ``after`` spent: overall, and the median of its
+    interleaved blocks' ratios (blocks paired in the order they ran)."""
+    overall = 1 - (after.tray_cpu / after.calls) / (before.tray_cpu / before.calls)
+    paired = statistics.median(
+        1 - a / b for a, b in zip(after.blocks, before.blocks, strict=False) if b
+    )
+    return overall, paired
 
 
 # ------------------------------------------------------------------- main
@@ -565,9 +618,9 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def _loops(text: str) -> tuple[str, ...]:
     loops = tuple(part for part in text.split(",") if part)
-    unknown = [loop for loop in loops if loop not in LOOP_RUNNERS]
+    unknown = [loop for loop in loops if loop not in LOOP_SETUP]
     if unknown or not loops:
-        raise argparse.ArgumentTypeError(f"loops are {', '.join(LOOP_RUNNERS)}; got {text!r}")
+        raise argparse.ArgumentTypeError(f"loops are {', '.join(LOOP_SETUP)}; got {text!r}")
     return loops
 
 
@@ -596,8 +649,18 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
             trays = {
-                loop: stack.enter_context(running_tray(homes(), loop, args.child)) for loop in loops
+                loop: stack.enter_context(
+                    running_tray(
+                        homes(), loop, args.child, profile=args.tray_profile if at == 0 else None
+                    )
+                )
+                for at, loop in enumerate(loops)
             }
+            if args.baseline is not None:
+                for loop in loops:
+                    trays[f"{loop}{BASELINE_SUFFIX}"] = stack.enter_context(
+                        running_tray(homes(), loop, args.child, args.baseline)
+                    )
             results = {
                 count: await measure_calls(trays, count, args.seconds) for count in args.sessions
             }
@@ -609,8 +672,12 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                 f"--seconds {args.seconds:g}",
                 f"--loops {','.join(loops)}",
                 f"--child {args.child}",
+                *([f"--baseline {args.baseline}"] if args.baseline else []),
+                *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
             ),
         )
+        if args.tray_profile is not None:
+            print(f"  tray profile ({loops[0]}): python -m pstats {args.tray_profile}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -639,8 +706,28 @@ def main(argv: list[str] | None = None) -> int:
         help="the echo server behind the tray: lean (bench/lean_echo.py, by hand) or sdk "
         "(tests/servers/echo.py, ~2 ms of CPU per call: it, not the tray, is then the limit)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="calls: also run trays on another checkout's code (git archive main | tar -x -C "
+        "DIR), interleaved with this one's, and compare",
+    )
+    parser.add_argument(
+        "--tray-profile",
+        type=Path,
+        default=None,
+        help="calls: run the first loop's tray under cProfile and write its stats here "
+        "(cProfile's own cost inflates the figures of that tray)",
+    )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     args = parser.parse_args(argv)
+    if args.tray_profile is not None:
+        args.tray_profile = args.tray_profile.resolve()
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "core" / "cli" / "main.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no core/cli/main.py there")
     if "uvloop" in args.loops:
         try:
             import uvloop  # noqa: F401

@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,20 @@ def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProc
     return run_mcp_tray(home_env(home), *args, timeout=timeout)
 
 
+def _file_limit(limit: int) -> Callable[[], None]:
+    """What a child runs before it starts: RLIMIT_NOFILE soft and hard at ``limit``."""
+
+    def apply() -> None:
+        if sys.platform != "win32":
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return apply
+
+
 class Headless:
-    def __init__(self, home: Path, config: dict[str, Any]) -> None:
+    def __init__(self, home: Path, config: dict[str, Any], file_limit: int | None = None) -> None:
         self.home = home
         self.config_path = home / "test-config.json"
         home.mkdir(parents=True, exist_ok=True)
@@ -71,6 +83,7 @@ class Headless:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=None if file_limit is None else _file_limit(file_limit),
         )
 
     def wait_for(self, predicate: Any, what: str, timeout: float = 30) -> Any:

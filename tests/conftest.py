@@ -298,8 +298,10 @@ def headless(tmp_path: Path) -> Iterator[Any]:
 
     started: list[Headless] = []
 
-    def start(config: dict[str, Any], home: Path | None = None) -> Headless:
-        instance = Headless(home or tmp_path / "home", config)
+    def start(
+        config: dict[str, Any], home: Path | None = None, file_limit: int | None = None
+    ) -> Headless:
+        instance = Headless(home or tmp_path / "home", config, file_limit)
         started.append(instance)
         return instance
 

@@ -15,6 +15,7 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
+from core.base.envvars import AUTOSTART_ENV
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
@@ -105,6 +106,9 @@ def bridge_env(paths: Paths, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_") or k == PATH_ENV}
     env["MCP_TRAY_HOME"] = str(paths.state_dir.parent)
     env["PYTHONPATH"] = str(REPO)
+    # A bridge here never starts a tray of its own: each test says which tray
+    # runs (tests/test_bridge_autostart.py turns it back on).
+    env[AUTOSTART_ENV] = "0"
     env.update(extra)
     return env
 

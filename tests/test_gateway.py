@@ -15,7 +15,7 @@ from mcp.client.session import IncomingMessage
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from core.base.envvars import PLATFORM_ENV
-from core.base.states import ServerState
+from core.base.states import BreakerState, ServerState
 from core.platform.backends import Backends
 from tests.conftest import ECHO, kill_hard, process_alive, python_server, wait_ready, wait_until
 from tests.gateway_support import REPO, Services, bridge_client, http_client, text, worker_row
@@ -173,6 +173,32 @@ async def test_a_session_that_keeps_crashing_its_server_trips_through_the_bridge
 
     assert text(tripped).startswith("⚠️ This session has failed 3 times in a row")
     assert session["breaker"] == "tripped"
+
+
+async def test_reset_after_three_crashes_makes_the_session_work_again_at_once(
+    services: Services,
+) -> None:
+    """README's step 4: the crashes that trip the session open the server's breaker
+    too; Reset closes both, and the child that is back answers the next call."""
+    service = await services.start({"fragile": python_server(FRAGILE)})
+    fragile = service.supervisor.server("fragile")
+    async with http_client(service, "fragile") as client:
+        for attempt in range(3):
+            await wait_ready(fragile, generation=attempt + 1)
+            assert (await client.call_tool("crash", {})).is_error
+        opened = fragile.breaker.state
+        assert opened is BreakerState.OPEN
+        assert text(await client.call_tool("ping", {})).startswith("⚠️ This session has failed")
+        (session,) = [s for s in service.sessions.all() if s.tripped]
+
+        service.sessions.reset(session.id)
+
+        closed = fragile.breaker.state
+        assert closed is BreakerState.CLOSED
+        answered = await client.call_tool("ping", {})
+        assert not answered.is_error, text(answered)
+        assert text(answered) == f"pong from pid {fragile.pid}"
+    assert "breaker closed: session" in fragile.log_path.read_text()
 
 
 async def test_a_success_between_failures_resets_the_session_count(

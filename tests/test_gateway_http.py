@@ -3,7 +3,10 @@
 Strategy: a real tray serving a real echo child, driven by a plain HTTP
 client (httpx) so every status, header and byte is the test's to see; and
 the real stdio bridge (``mcp-tray connect``) as a subprocess fed pipelined
-lines, the way a client writes them without waiting for answers.
+lines, the way a client writes them without waiting for answers. The
+gateway's own dispatch of its paths is held to Starlette's routes for them,
+and the joined write of a response's head and body to a transport that
+records its writes.
 """
 
 import asyncio
@@ -14,8 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.routing import Match, Route
 
 from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
+from core.serving.api import gateway_server
+from core.serving.http_guard import HeadWithBody
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
@@ -207,6 +213,116 @@ async def test_the_inspector_s_url_shape_reaches_the_same_server(
     await raw.open()
     reply = await raw.post(call(2, "echo", {"text": "via /echo/mcp"}))
     assert reply.json()["result"]["content"][0]["text"] == "via /echo/mcp"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/mcp/echo",
+        "/echo/mcp",
+        "/mcp/mcp",
+        "/mcp/x/mcp",
+        "/a/b/mcp",
+        "/mcp",
+        "//mcp",
+        "/mcp/",
+        "/mcp//",
+        "/mcp/echo/",
+        "/mcp/a%2Fb",
+        "/mcp/echo.v2-x_y",
+        "/api/v1/status",
+        "/metrics",
+        "/",
+    ],
+)
+def test_the_gateway_s_own_dispatch_names_the_server_starlette_s_routes_would(path: str) -> None:
+    # An ASGI app, as the gateway is (a plain function would be a GET endpoint).
+    routes = [Route("/mcp/{server}", _NeverCalled()), Route("/{server}/mcp", _NeverCalled())]
+    scope = {"type": "http", "path": path, "root_path": "", "method": "POST"}
+    matched = None
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            matched = child["path_params"]["server"]
+            break
+
+    assert gateway_server(path) == matched
+
+
+class _NeverCalled:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("routes are only matched here")
+
+
+async def test_a_forwarded_for_header_does_not_rename_the_peer_the_tray_trusts(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service, http = echo
+    guard = service.connections
+    assert guard is not None
+
+    reply = await http.get(
+        f"{service.url}/api/v1/status",
+        headers={"authorization": f"Bearer {service.token}", "x-forwarded-for": "10.9.8.7"},
+    )
+
+    assert reply.status_code == 200
+    assert guard.trusted and all(host == "127.0.0.1" for host, _ in guard.trusted)
+
+
+class RecordedWrites:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+SIZED_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+
+
+def test_a_sized_response_leaves_in_one_write_and_a_streamed_head_at_once() -> None:
+    recorded = RecordedWrites()
+    writes = HeadWithBody(recorded)  # type: ignore[arg-type]
+
+    writes.write(SIZED_HEAD)
+    writes.write(b"{}")
+    streamed = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+    writes.write(streamed)
+
+    assert recorded.writes == [SIZED_HEAD + b"{}", streamed]
+
+
+def test_a_held_head_leaves_when_released_or_closed_and_never_after_its_body() -> None:
+    recorded = RecordedWrites()
+    writes = HeadWithBody(recorded)  # type: ignore[arg-type]
+
+    writes.write(SIZED_HEAD)
+    writes.release()  # a HEAD request's response: no body comes
+    writes.write(SIZED_HEAD)
+    writes.close()
+
+    assert recorded.writes == [SIZED_HEAD, SIZED_HEAD] and recorded.closed
+
+
+async def test_a_head_request_gets_its_head(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    service, http = echo
+
+    reply = await http.head(
+        f"{service.url}/api/v1/status", headers={"authorization": f"Bearer {service.token}"}
+    )
+    again = await http.get(
+        f"{service.url}/api/v1/status", headers={"authorization": f"Bearer {service.token}"}
+    )
+
+    assert reply.status_code == 200 and int(reply.headers["content-length"]) > 0
+    assert again.status_code == 200 and again.json()["servers"]
 
 
 class Bridge:

@@ -4,7 +4,8 @@ Strategy: a real TrayService with small limits (a 0.3 s read deadline, a cap
 of 20 connections) and raw sockets that connect and send nothing, half a
 request, or a body that trickles; a real authenticated client must keep
 being served throughout, and the child must not notice. The accept-error
-summary runs on a fake clock.
+summary runs on a fake clock. A burst past the file limit runs against a
+headless tray subprocess started under a low RLIMIT_NOFILE.
 """
 
 import asyncio
@@ -12,16 +13,20 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from core.base.errors import NotRunning
 from core.serving.http_guard import AcceptErrorThrottle, HttpLimits
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
+from core.settings.runtime import running_instance
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
 from tests.fakes import FakeClock
 
@@ -171,3 +176,37 @@ async def test_a_request_without_the_token_is_refused_and_its_connection_closed(
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 401")
     assert b"connection: close" in reply.lower()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX file limit")
+def test_a_burst_past_the_file_limit_is_accepted_in_bites_and_accept_never_fails(
+    headless: Any,
+) -> None:
+    # 300 descriptors: a cap of 44 connections (the limit minus 256 kept for
+    # the rest); 400 connections at once would exhaust it if accepted in one go.
+    tray = headless({"gateway": {"port": 0}, "mcpServers": {}}, file_limit=300)
+    info = tray.wait_for(lambda: _running(tray), "the tray to listen")
+    token = (tray.paths.token_file).read_text().strip()
+    burst = []
+    try:
+        for _ in range(400):
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            conn.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                conn.connect(("127.0.0.1", info.port))
+            burst.append(conn)
+        reply = httpx.get(
+            f"{info.url}/api/v1/status", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+        assert reply.status_code == 200
+    finally:
+        for conn in burst:
+            conn.close()
+    said = tray.stop()
+    assert "cannot accept connections" not in said, said
+
+
+def _running(tray: Any) -> Any:
+    with contextlib.suppress(NotRunning):
+        return running_instance(tray.paths)
+    return None

@@ -5,7 +5,8 @@ puts config and state under ~/.config and ~/.local/state, none of which
 exist yet; the umask is 000 (the worst case: mkdir's own mode would give
 0777) or 0277 (which would take the owner's own write bit) while mcp-tray
 makes its folders and writes its runtime file and token; then each level
-it made is looked at. POSIX modes only: on Windows the profile's ACL does
+it made is looked at; the same for a whole headless tray started under
+umask 000 (every folder under its home). POSIX modes only: on Windows the profile's ACL does
 this job (README: Platforms).
 """
 
@@ -14,12 +15,14 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.platform.files import private_dirs, write_private
 from core.settings.paths import default_paths
 from core.settings.runtime import load_or_create_file_token
+from tests.cli_support import cli
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
 
@@ -81,3 +84,26 @@ def test_a_folder_that_already_exists_keeps_its_mode(tmp_path: Path) -> None:
     private_dirs(shared / "mine")
     assert mode(shared) == 0o755  # not ours to change
     assert mode(shared / "mine") == 0o700
+
+
+def test_every_folder_a_running_tray_makes_is_0700_under_umask_000(
+    tmp_path: Path, headless: Any
+) -> None:
+    # The home holds the test's config file; every folder in it is the tray's.
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    previous = os.umask(0o000)  # the child inherits it at its start
+    try:
+        tray = headless({"gateway": {"port": 0}, "mcpServers": {}}, home=home)
+    finally:
+        os.umask(previous)
+    tray.wait_for(lambda: tray.paths.runtime_file.exists(), "the tray's runtime file")
+    assert cli(home, "status").returncode == 0  # the CLI's own writes (none of its folders)
+    tray.stop()
+
+    made = [Path(root) / name for root, dirs, _ in os.walk(home) for name in dirs]
+    assert {home / "config", home / "state", home / "logs", home / "run"} <= set(made)
+    assert {str(p.relative_to(home)): oct(mode(p)) for p in made} == {
+        str(p.relative_to(home)): oct(0o700) for p in made
+    }
+    assert mode(tray.paths.token_file) == 0o600

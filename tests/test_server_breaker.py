@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.base.errors import BreakerOpen, ExitedMidCall
+from core.base.errors import BreakerOpen, ExitedAgain, ExitedMidCall
 from core.base.snapshot import EventKind
-from core.base.states import BreakerState
+from core.base.states import BreakerState, ServerState
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 from tests.conftest import (
@@ -210,6 +210,25 @@ async def test_calls_failing_together_as_the_breaker_opens_move_it_once(
     # These calls were inside the child that died (one of them killed it):
     # their sessions count them, breaker or not.
     assert all(isinstance(o, ExitedMidCall) and not o.contained for o in outcomes), outcomes
+
+
+async def test_a_call_that_kills_the_child_respawned_for_it_counts_for_its_session_as_the_breaker_opens(
+    echo: tuple[Supervisor, ManagedServer],
+) -> None:
+    supervisor, server = echo
+    await crash_each_generation(supervisor, server, 2)
+    await wait_ready(server, generation=3)
+    await kill_hard(pid_of(server))
+    await wait_until(lambda: server.state is ServerState.EXITED, what="the death seen")
+
+    # The call finds the child dead, has it respawned, and kills the new one.
+    with pytest.raises(ExitedAgain) as caught:
+        await supervisor.call_tool("echo", "crash", {})
+
+    assert breaker_state(server) is BreakerState.OPEN
+    # It was inside the child that died (it killed it): not the server's alone.
+    assert caught.value.inside
+    assert not caught.value.contained
 
 
 async def test_four_read_only_calls_cut_by_one_kill_are_answered_and_the_breaker_stays_closed(

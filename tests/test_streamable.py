@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 from starlette.types import Message, Scope
 
+import core.protocol.http_session as http_session
 import core.protocol.streamable as streamable
 from core.base.errors import RpcError
 from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER, TRAY_STOPPING_REASON
+from core.protocol.http_session import HttpSession, RequestContext
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     INTERNAL_ERROR,
@@ -32,7 +34,7 @@ from core.protocol.jsonrpc import (
     SLICE_CHARS,
     dumps,
 )
-from core.protocol.streamable import HttpSession, RequestContext, StreamableHttp
+from core.protocol.streamable import StreamableHttp
 from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from tests.conftest import wait_until
 
@@ -1022,7 +1024,7 @@ async def test_a_server_request_waits_for_the_clients_get_stream_then_rides_it(
 async def test_a_server_request_with_no_stream_to_carry_it_fails_once_none_opens(
     gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(streamable, "STREAM_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(http_session, "STREAM_WAIT_SECONDS", 0.01)
     session_id = await gateway.initialize()
     session = gateway.app.sessions[session_id]
     session.notify("notifications/message", {"level": "info"})  # dropped: nobody listens

@@ -247,7 +247,7 @@ async def test_a_server_that_exits_at_start_is_parked_after_the_budget_and_stays
 
     assert server.generation == 6
     assert server.parked_reason is not None
-    assert "6 times in a row" in server.parked_reason
+    assert "6 runs in a row" in server.parked_reason
     assert "exit code 1" in server.parked_reason
     # Parked: nothing more spawns, short of the slow self-probe.
     fake_clock.advance(server.timing.self_probe - 1)

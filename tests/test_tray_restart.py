@@ -244,8 +244,17 @@ async def test_a_handshake_era_http_session_survives_a_tray_restart(
             await client.subscribe_resource("chatty://a")
             await client.set_logging_level("warning")
             (session_id,) = first.gateway.connections
-            saved = json.loads((tray_home.state_dir / "http-sessions.json").read_text())
-            assert (tray_home.state_dir / "http-sessions.json").stat().st_mode & 0o777 == 0o600
+            saved_file = tray_home.state_dir / "http-sessions.json"
+
+            def saved_rows() -> list[Any] | None:
+                # Written a moment after the change, once for the burst it belongs to.
+                with contextlib.suppress(OSError, ValueError):
+                    rows: list[Any] = json.loads(saved_file.read_text())["sessions"]
+                    return rows if rows and rows[-1].get("log_level") == "warning" else None
+                return None
+
+            saved = await wait_until(saved_rows, what="the session saved with its level")
+            assert saved_file.stat().st_mode & 0o777 == 0o600
 
             await trays.stop()
             second = await trays.start()
@@ -257,7 +266,7 @@ async def test_a_handshake_era_http_session_survives_a_tray_restart(
         await trays.stop()
 
     assert text(answered) == "touched"
-    (row,) = saved["sessions"]
+    (row,) = saved
     assert row["id"] == session_id and row["subscriptions"] == ["chatty://a"]
     # The new child was told what the session had set.
     events = [(e["event"], e.get("uri") or e.get("level")) for e in heard(log)]

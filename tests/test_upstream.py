@@ -27,8 +27,9 @@ import core.supervision.child as child_module
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, dumps
 from core.supervision.child import ChildProcess, StopTiming
-from core.supervision.upstream import CLIENT_INFO, PROTOCOL_VERSION, Upstream
+from core.supervision.upstream import CLIENT_INFO, PROTOCOL_VERSION, Handshake, Upstream
 from tests.conftest import SERVERS, kill_now, wait_until
+from tests.fakes import FakeClock
 
 #: Every test here runs under the native and the portable backend sets (conftest).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -646,19 +647,95 @@ async def test_a_child_that_does_not_know_discover_gets_initialize() -> None:
         assert await within(opening) == (None, INITIALIZED)
 
 
-async def test_a_child_that_stays_silent_on_discover_gets_initialize_after_the_probe_timeout() -> (
+async def opened_past_the_window(
+    upstream: Upstream, puppet: Puppet, notes: list[str]
+) -> tuple["asyncio.Future[Handshake]", dict[str, Any], dict[str, Any]]:
+    """A session opening on a FakeClock whose discover went unanswered through the
+    probe window: the opening, the pending discover and the initialize sent beside it."""
+    clock = FakeClock()
+    opening = asyncio.ensure_future(
+        upstream.start_session("auto", 5.0, clock=clock, note=notes.append)
+    )
+    discover = await puppet.receive()
+    assert discover["method"] == "server/discover"
+    await wait_until(lambda: clock.sleepers == 1, what="the probe window to start")
+    clock.advance(5.0)
+    handshake = await puppet.receive()
+    # initialize follows at once, with discover still pending: no cancellation between.
+    assert handshake["method"] == "initialize"
+    assert not opening.done()
+    return opening, discover, handshake
+
+
+async def test_a_child_silent_through_the_probe_window_gets_initialize_beside_the_pending_discover() -> (
     None
 ):
+    notes: list[str] = []
     async with puppet_session() as (upstream, puppet, _):
-        opening = asyncio.ensure_future(upstream.start_session("auto", 0.2))
-        assert (await puppet.receive())["method"] == "server/discover"
-        cancelled = await puppet.receive()  # the abandoned probe is cancelled
-        assert cancelled["method"] == "notifications/cancelled"
-        handshake = await puppet.receive()
-        assert handshake["method"] == "initialize"
+        opening, discover, handshake = await opened_past_the_window(upstream, puppet, notes)
         await puppet.reply(handshake, INITIALIZED)
 
         assert (await within(opening)).modern is None
+        assert (await puppet.receive())["method"] == "notifications/initialized"
+        # The discover nobody answered is withdrawn once the era is settled.
+        cancelled = await puppet.receive()
+        assert cancelled["method"] == "notifications/cancelled"
+        assert cancelled["params"]["requestId"] == discover["id"]
+    assert notes and "server/discover unanswered after 5 s" in notes[0]
+
+
+async def test_a_discover_answered_after_the_window_still_decides_the_2026_era() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening, discover, handshake = await opened_past_the_window(upstream, puppet, [])
+        # A slow SDK server read discover first: it answers it, then refuses initialize.
+        await puppet.reply(discover, DISCOVERED)
+        await puppet.reply_error(
+            handshake, {"code": -32022, "message": "this server speaks 2026-07-28"}
+        )
+
+        assert await within(opening) == ("2026-07-28", DISCOVERED)
+
+
+async def test_a_discover_refused_after_the_window_leaves_the_era_to_initialize() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening, discover, handshake = await opened_past_the_window(upstream, puppet, [])
+        await puppet.reply_error(discover, {"code": -32601, "message": "Method not found"})
+        await puppet.reply(handshake, INITIALIZED)
+
+        assert await within(opening) == (None, INITIALIZED)
+        # The one initialize already sent was the handshake: no second one came.
+        assert (await puppet.receive())["method"] == "notifications/initialized"
+
+
+async def test_silence_never_decides_the_era_however_long_it_lasts() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        clock = FakeClock()
+        opening = asyncio.ensure_future(upstream.start_session("auto", 5.0, clock=clock))
+        discover = await puppet.receive()
+        await wait_until(lambda: clock.sleepers == 1, what="the probe window to start")
+        clock.advance(3600.0)
+        handshake = await puppet.receive()
+        clock.advance(3600.0)
+        # A round trip after the hour: the opening had every chance to move.
+        assert await ping_round_trip(upstream, puppet, {}) == {}
+        # Only the caller's start timeout ends an opening nobody answers; then
+        # both requests are withdrawn.
+        assert not opening.done()
+        opening.cancel()
+        withdrawn = {(await puppet.receive())["params"]["requestId"] for _ in range(2)}
+        assert withdrawn == {discover["id"], handshake["id"]}
+
+
+async def test_when_both_eras_are_refused_the_start_fails_with_initializes_refusal() -> None:
+    async with puppet_session() as (upstream, puppet, _):
+        opening, discover, handshake = await opened_past_the_window(upstream, puppet, [])
+        await puppet.reply_error(discover, {"code": -32601, "message": "Method not found"})
+        await puppet.reply_error(handshake, {"code": -32600, "message": "not today"})
+
+        with pytest.raises(RpcError) as caught:
+            await within(opening)
+        assert caught.value.code == -32600
+        assert str(caught.value) == "initialize refused: not today"
 
 
 async def test_a_child_pinned_to_2026_07_28_that_refuses_it_fails_the_start() -> None:

@@ -31,6 +31,8 @@ RUNTIME_VERSION_ENV: Final = "MCP_TRAY_RUNTIME_VERSION"
 HEADLESS_ENV: Final = "MCP_TRAY_HEADLESS"
 #: How long a bridge's request waits for an absent tray (seconds).
 RECONNECT_SECONDS_ENV: Final = "MCP_TRAY_RECONNECT_SECONDS"
+#: ``0`` keeps a bridge that finds no tray from starting one (core.bridge.autostart).
+AUTOSTART_ENV: Final = "MCP_TRAY_AUTOSTART"
 #: Which set of OS backends runs: ``native`` (the default) or ``portable``
 #: (core.platform.backends).
 PLATFORM_ENV: Final = "MCP_TRAY_PLATFORM"
@@ -51,6 +53,7 @@ RECOGNIZED_ENV_KEYS: Final = frozenset(
         RUNTIME_VERSION_ENV,
         HEADLESS_ENV,
         RECONNECT_SECONDS_ENV,
+        AUTOSTART_ENV,
         PLATFORM_ENV,
         INSTANCE_ENV,
     }

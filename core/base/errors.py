@@ -332,6 +332,9 @@ class TransportFailure(CallError):
     transport_failure = True
     #: The generation whose death this is (one death, one breaker failure).
     generation: int | None = None
+    #: The call was inside the child when it died (sent, not answered): it may
+    #: be what killed it.
+    inside: bool = False
     #: The server breaker opened on (or was open after) this failure, and the
     #: call was not inside the child that died (it waited for a respawn that
     #: died too): the incident is the server's; client sessions do not count it.
@@ -370,6 +373,7 @@ class ExitedAgain(TransportFailure):
 
 class ExitedMidCall(TransportFailure):
     kind = "exited-mid-call"
+    inside = True
 
     def __init__(
         self, server: str, generation: int, exit_text: str, why_no_retry: str, log: Path

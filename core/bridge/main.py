@@ -14,24 +14,28 @@ heartbeats from a daemon thread. A second bridge for the same client session
 claims the row: this one is fenced, says so on stderr, and exits. On stdin
 EOF it deregisters and exits 0.
 
-It does not need the tray to be running: it says so on stderr and waits,
-and each request waits up to ``MCP_TRAY_RECONNECT_SECONDS`` (60 by default)
-for it before it is answered with an error naming mcp-tray; when the tray
-goes away later (an upgrade, a crash), the relay finds it again
-(core.bridge.relay). It never starts a tray of its own: a tray started
-inside a client's process tree would die with the client.
+When no tray runs, the bridge starts one as the login autostart entry
+does, detached from the client's process tree, and exactly one for many
+bridges starting at once (core.bridge.autostart); each request waits up to
+``MCP_TRAY_RECONNECT_SECONDS`` (60 by default) for it. With
+``MCP_TRAY_AUTOSTART=0`` it starts none, and requests are answered within
+``ABSENT_WAIT_SECONDS`` that mcp-tray is not running (a client would
+otherwise time out first). When the tray goes away later (an upgrade, a
+crash), the relay finds it again (core.bridge.relay).
 """
 
 import asyncio
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Final
 
-from core.base.envvars import RECONNECT_SECONDS_ENV
+from core.base.envvars import AUTOSTART_ENV, RECONNECT_SECONDS_ENV
 from core.base.errors import InstanceError, NotRunning, RegistryFileError
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.bridge.attachment import Attachment, bridge_identity
+from core.bridge.autostart import autostart_enabled, ensure_tray
 from core.bridge.relay import RECONNECT_WAIT_SECONDS, Relay
 from core.platform.backends import backends
 from core.platform.pipes import pipes_for
@@ -42,6 +46,10 @@ from core.settings.paths import Paths
 from core.settings.profiles import endpoint_path
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
+
+#: How long a request waits for a tray nobody is starting (autostart off, or the
+#: tray the bridge started died): short enough for any client's own timeout.
+ABSENT_WAIT_SECONDS: Final = 2.0
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -59,7 +67,9 @@ async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return reader, writer
 
 
-async def serve(name: str, paths: Paths) -> int:
+async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) -> int:
+    """Relay between the client's stdio and the tray; ``launcher`` starts an absent
+    tray (``mcp-tray run --minimized``; None: never)."""
     who = bridge_identity(os.environ, os.getppid())
     fenced = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,22 +105,21 @@ async def serve(name: str, paths: Paths) -> int:
         headers["authorization"] = f"Bearer {token}"
         return info.url + endpoint_path(name)
 
+    wait = reconnect_wait(os.environ)
+
     async def reconnected() -> None:
         print(f"mcp-tray connect {name}: connected to mcp-tray again", file=sys.stderr, flush=True)
+        relay.wait_seconds, relay.absent_why = wait, None
         await asyncio.to_thread(attachment.ensure)
 
     reader, writer = await _stdio()
-    relay = Relay(locate, headers, writer, wait_seconds=reconnect_wait(os.environ))
+    relay = Relay(locate, headers, writer, wait_seconds=wait)
     relay.on_reconnected = reconnected
     try:
         await relay.connect()
     except InstanceError as exc:
-        print(
-            f"mcp-tray connect {name}: {exc} Waiting for it: requests wait up to "
-            f"{relay.wait_seconds:g} s each.",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = await _tray_absent(relay, paths, launcher)
+        print(f"mcp-tray connect {name}: {exc} {what}", file=sys.stderr, flush=True)
     try:
         stdin_done = asyncio.ensure_future(_pump_stdin(reader, relay))
         fenced_wait = asyncio.ensure_future(fenced.wait())
@@ -121,6 +130,21 @@ async def serve(name: str, paths: Paths) -> int:
         await relay.aclose()
         await asyncio.to_thread(attachment.detach)
     return EXIT_FAILED if fenced.is_set() else EXIT_OK
+
+
+async def _tray_absent(relay: Relay, paths: Paths, launcher: Sequence[str] | None) -> str:
+    """Start the absent tray unless told not to; what was done, for stderr."""
+    if launcher is None or not autostart_enabled(os.environ):
+        why = f"{AUTOSTART_ENV}=0: this bridge does not start it"
+        if launcher is None:
+            why = "this bridge was given no way to start it"
+        relay.wait_seconds, relay.absent_why = min(relay.wait_seconds, ABSENT_WAIT_SECONDS), why
+        return f"Not starting it ({why}): requests are answered that it is not running."
+    started = await ensure_tray(paths, launcher, os.environ)
+    if not started.up:
+        relay.wait_seconds = min(relay.wait_seconds, ABSENT_WAIT_SECONDS)
+        relay.absent_why = started.text
+    return f"Autostart: {started.text}; requests wait up to {relay.wait_seconds:g} s each for it."
 
 
 def reconnect_wait(environ: Mapping[str, str]) -> float:
@@ -151,5 +175,5 @@ async def _pump_stdin(reader: asyncio.StreamReader, relay: Relay) -> None:
             relay.submit(line)
 
 
-def run(name: str, paths: Paths) -> int:
-    return asyncio.run(serve(name, paths))
+def run(name: str, paths: Paths, launcher: Sequence[str] | None = None) -> int:
+    return asyncio.run(serve(name, paths, launcher))

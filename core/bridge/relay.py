@@ -102,6 +102,9 @@ class Relay:
         self._headers = headers
         self._out = out
         self.wait_seconds = wait_seconds
+        #: Why the tray is absent, when the bridge knows (autostart off, or the tray it
+        #: started died): said in the "not running" answer.
+        self.absent_why: str | None = None
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._get_stream: asyncio.Task[None] | None = None
@@ -292,7 +295,7 @@ class Relay:
         try:
             await asyncio.wait_for(self._reachable.wait(), self.wait_seconds)
         except TimeoutError:
-            raise _Gone(self.wait_seconds) from None
+            raise _Gone(self.wait_seconds, self.absent_why) from None
 
     def _lost_tray(self) -> None:
         """The tray is away (or lost our session): find it again, once."""
@@ -340,7 +343,7 @@ class Relay:
             if now - since < self.wait_seconds:
                 kept.append(entry)
             elif answerable(message):
-                gone = str(_Gone(self.wait_seconds))
+                gone = str(_Gone(self.wait_seconds, self.absent_why))
                 self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
         self._backlog = kept
 
@@ -546,10 +549,12 @@ class Relay:
 
 
 class _Gone(Exception):
-    def __init__(self, waited: float) -> None:
+    def __init__(self, waited: float, why: str | None = None) -> None:
+        because = f" ({why})" if why else ""
         super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it). Start it (mcp-tray, or "
-            "mcp-tray run --headless); this bridge stays and reconnects as soon as it is up"
+            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+            "soon as it is up"
         )
 
 

@@ -7,6 +7,7 @@ stop every child by the stop contract, then exit 0.
 import asyncio
 import sys
 
+from core.base.collector import settle_after_start
 from core.base.errors import AlreadyRunning
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.platform.signals import on_stop_signals
@@ -28,6 +29,7 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
         # no error: the service falls back and warns.
         print(f"mcp-tray: cannot start: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    settle_after_start()
     stop = asyncio.Event()
     undo = on_stop_signals(asyncio.get_running_loop(), stop.set)
     enabled = len(config.enabled)

@@ -91,11 +91,13 @@ def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     from core.bridge.main import run
+    from core.cli.desktop_entry import AUTOSTART_ARGS, launcher_argv
 
     # Before a worker row is registered under a name no server (or profile, @NAME) can have.
     check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
 
-    return run(args.name, paths)
+    # An absent tray is started as the login entry starts it (core.bridge.autostart).
+    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])
 
 
 def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:

@@ -4,8 +4,8 @@ Kept here, below both, so neither imports the other: the bridge (its own
 process) sends them, the gateway reads them.
 """
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Final
 
 #: MCP streamable HTTP: the session a request belongs to (handshake era).
 SESSION_HEADER: Final = "mcp-session-id"
@@ -32,3 +32,16 @@ TRAY_STOPPING_REASON: Final = "mcp-tray-stopping"
 def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     """An ASGI scope's headers as a dict with lower-cased names (the one decoding of them)."""
     return {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in raw}
+
+
+#: Where ``scope_headers`` keeps a request's decoded headers in its ASGI scope.
+_DECODED: Final = "mcp_tray.headers"
+
+
+def scope_headers(scope: MutableMapping[str, Any]) -> dict[str, str]:
+    """``decode_headers`` of an ASGI scope, decoded once per request: the control API's
+    guard and the gateway both read them (a reader must not change the dict)."""
+    decoded: dict[str, str] | None = scope.get(_DECODED)
+    if decoded is None:
+        decoded = scope[_DECODED] = decode_headers(scope["headers"])
+    return decoded

@@ -81,16 +81,29 @@ def answerable(message: Any) -> bool:
 
 def loads(data: str | bytes | bytearray) -> Any:
     """JSON text, parsed as JSON says: ``NotFinite`` (a ValueError, as for any other
-    text that is not JSON) for ``NaN`` and ``±Infinity``, which could not be written back."""
-    return json.loads(data, parse_constant=_no_constant)
+    text that is not JSON) for ``NaN`` and ``±Infinity``, which could not be written back.
+
+    ``json.loads`` as it reads bytes, on a decoder made once (given an option, it
+    makes one per call)."""
+    if not isinstance(data, str):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    elif data.startswith("\ufeff"):
+        return json.loads(data)  # raises json's own error for a BOM in text
+    return _DECODER.decode(data)
 
 
 def _no_constant(name: str) -> Any:
     raise NotFinite(f"{name} is not JSON: numbers must be finite")
 
 
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant)
+#: ``json.dumps(separators=(",", ":"), ensure_ascii=False)``, made once (``json.dumps``
+#: makes an encoder per call when given options).
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(message: Any) -> bytes:
-    return _utf8(json.dumps(message, separators=(",", ":"), ensure_ascii=False), message)
+    return _utf8(_COMPACT.encode(message), message)
 
 
 def _utf8(text: str, message: Any) -> bytes:
@@ -112,9 +125,9 @@ def encoded(message: Any) -> tuple[int, Iterator[bytes]]:
     messages, which it would encode four times slower.
     """
     if _holds_long_string(message):
-        chunks = list(_STREAMING.iterencode(message))
+        chunks = list(_COMPACT.iterencode(message))
     else:
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        text = _COMPACT.encode(message)
         if len(text) <= SLICE_CHARS:
             body = _utf8(text, message)
             return len(body), iter((body,))
@@ -130,7 +143,6 @@ def encoded(message: Any) -> tuple[int, Iterator[bytes]]:
     return length, _slices(chunks)
 
 
-_STREAMING: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 #: How much of a message is looked at for a long string: results carry their bulk
 #: near the top (``result.content[].text``, ``result.contents[].blob``...).
 _LOOKED_AT: Final = 64
@@ -194,6 +206,24 @@ def unusable(value: Any, limit: int = MAX_NESTING) -> str | None:
             return NESTING_MESSAGE
         stack.extend((child, depth + 1) for child in children)
     return None
+
+
+def plainly_usable(body: bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether the message ``loads(body)`` makes is sure to pass ``unusable``, seen from its
+    bytes (a few scans in C where ``unusable`` walks every value in Python).
+
+    No deeper than ``limit``: it opens at most ``limit`` arrays and objects. No lone
+    surrogate: one comes only from a ``\\u`` escape, from bytes that UTF-8 decoding with
+    ``surrogatepass`` (as ``json.loads`` decodes) lets through, which begin with 0xED, or
+    from a UTF-16 or UTF-32 body, whose ASCII (which JSON's syntax is) holds NUL bytes.
+    False says nothing: ``unusable`` then decides.
+    """
+    return (
+        body.count(b"[") + body.count(b"{") <= limit
+        and b"\\u" not in body
+        and b"\xed" not in body
+        and b"\x00" not in body
+    )
 
 
 def _has_surrogate(text: str) -> bool:

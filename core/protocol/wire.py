@@ -10,6 +10,7 @@ these.
 """
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -23,6 +24,7 @@ from core.protocol.jsonrpc import (
     encoded,
     error_message,
     loads,
+    plainly_usable,
     unparsable_reason,
     unusable,
     valid_id,
@@ -138,26 +140,41 @@ def shape_problem(message: Any) -> dict[str, Any] | None:
 def content_problem(
     headers: Mapping[str, str], *, sse_required: bool = True
 ) -> tuple[int, str] | None:
-    content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return _content_problem(headers.get("content-type", ""), headers.get("accept"), sse_required)
+
+
+#: Content-Type and Accept pairs whose verdict is kept: a client sends the same pair
+#: with every request, so a handful covers every client of a tray.
+CHECKED_HEADER_PAIRS: Final = 32
+
+
+@functools.lru_cache(maxsize=CHECKED_HEADER_PAIRS)
+def _content_problem(
+    content_type_header: str, accept: str | None, sse_required: bool
+) -> tuple[int, str] | None:
+    content_type = content_type_header.split(";", 1)[0].strip().lower()
     if content_type != JSON_TYPE:
         return 415, (
             f"Unsupported Media Type: the body must be {JSON_TYPE} "
             f"(Content-Type was {content_type or 'missing'})"
         )
-    if not (accepts(headers, JSON_TYPE) and (accepts(headers, SSE_TYPE) or not sse_required)):
+    if not (
+        _accepts(accept or "", JSON_TYPE) and (_accepts(accept or "", SSE_TYPE) or not sse_required)
+    ):
         wanted = f"both {JSON_TYPE} and {SSE_TYPE}" if sse_required else JSON_TYPE
         return 406, (
-            f"Not Acceptable: the client must accept {wanted} "
-            f"(Accept was {headers.get('accept') or 'missing'})"
+            f"Not Acceptable: the client must accept {wanted} (Accept was {accept or 'missing'})"
         )
     return None
 
 
 def accepts(headers: Mapping[str, str], media_type: str) -> bool:
+    return _accepts(headers.get("accept", ""), media_type)
+
+
+def _accepts(accept: str, media_type: str) -> bool:
     kind = media_type.split("/", 1)[0]
-    offered = {
-        part.split(";", 1)[0].strip().lower() for part in headers.get("accept", "").split(",")
-    }
+    offered = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
     return bool(offered & {media_type, f"{kind}/*", "*/*"})
 
 
@@ -212,7 +229,7 @@ async def read_message(
     except (ValueError, RecursionError) as exc:
         await error(send, 400, PARSE_ERROR, f"Parse error: {unparsable_reason(exc)}")
         return ANSWERED
-    if (unfit := unusable(message)) is not None:
+    if not plainly_usable(body) and (unfit := unusable(message)) is not None:
         await error(send, 400, INVALID_REQUEST, unfit)
         return ANSWERED
     return message

@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
-from core.protocol.headers import decode_headers
+from core.protocol.headers import scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
 from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
@@ -120,8 +120,10 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = decode_headers(scope["headers"])
-        if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
+        headers = scope_headers(scope)
+        raw = scope["headers"]
+        # Names repeat only where the decoded dict came out shorter (ASGI names are lower case).
+        if len(headers) < len(raw) and sum(1 for name, _ in raw if name.lower() == b"host") > 1:
             # Which one counts is a guess (a proxy may take the first, we the last): none does.
             await _refusal(
                 400, "bad request: more than one Host header (HTTP allows one)", "bad-request"
@@ -309,10 +311,55 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
     ]
 
 
+def gateway_server(path: str) -> str | None:
+    """The server a gateway path names, as Starlette would match the gateway's two routes,
+    ``/mcp/{server}`` then ``/{server}/mcp`` (a name is one non-empty path segment); ``""``
+    for ``/mcp`` itself (every server, core.serving.aggregate); else None."""
+    if path == "/mcp":
+        return ""
+    if path.startswith("/mcp/") and _one_segment(name := path[5:]):
+        return name
+    if path.endswith("/mcp") and _one_segment(name := path[1:-4]):
+        return name
+    return None
+
+
+def _one_segment(name: str) -> bool:
+    return bool(name) and "/" not in name
+
+
+class GatewayFront:
+    """The gateway's paths straight to the gateway; everything else to the Starlette app.
+
+    Every tool call of every client comes this way, and Starlette would first try the
+    control routes one by one (a regular expression each) under two layers of
+    exception middleware the gateway has no use for: it answers its own errors, and
+    uvicorn turns anything it lets escape into a 500 as Starlette would. The app keeps
+    the gateway's routes too, for what only Starlette does with them (the redirect of
+    ``/mcp/echo/`` to ``/mcp/echo``).
+    """
+
+    def __init__(self, app: ASGIApp, gateway: ASGIApp) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (server := gateway_server(scope["path"])) is not None:
+            scope["path_params"] = {"server": server}
+            await self.gateway(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def build_app(
     routes: list[BaseRoute],
     token: Callable[[], str],
     on_trusted: Callable[[tuple[str, int] | None], None] | None = None,
+    gateway: ASGIApp | None = None,
 ) -> ASGIApp:
-    app = Starlette(routes=routes)
+    """The control API's routes behind the guard; with ``gateway``, its paths go to it first
+    (``GatewayFront``)."""
+    app: ASGIApp = Starlette(routes=routes)
+    if gateway is not None:
+        app = GatewayFront(app, gateway)
     return GuardMiddleware(app, token, on_trusted=on_trusted)

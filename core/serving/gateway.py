@@ -21,8 +21,9 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core.base.errors import UnknownServer
-from core.protocol.headers import decode_headers
-from core.protocol.streamable import HttpSession, StreamableHttp
+from core.protocol.headers import scope_headers
+from core.protocol.http_session import HttpSession
+from core.protocol.streamable import StreamableHttp
 from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
 from core.serving.aggregate import Aggregate
 from core.serving.handshake import HandshakeSession
@@ -129,7 +130,7 @@ class Gateway:
             self._housekeeping = asyncio.get_running_loop().create_task(self._tidy())
 
     def _connect(self, name: str, http: HttpSession, scope: Scope) -> HandshakeSession:
-        headers = decode_headers(scope["headers"])
+        headers = scope_headers(scope)
         return HandshakeSession.open(
             self.pipeline, name, http, headers, self.connections, self.store
         )

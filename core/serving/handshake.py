@@ -17,7 +17,7 @@ from typing import Any
 
 from core.base.errors import CallError, RpcError
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
-from core.protocol.streamable import HttpSession, RequestContext
+from core.protocol.http_session import HttpSession, RequestContext
 from core.serving.fanout import Share
 from core.serving.pipeline import SHARE_METHODS, NoReply, Pipeline
 from core.serving.request import Client, Request

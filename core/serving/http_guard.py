@@ -11,7 +11,9 @@ uvicorn's own httptools protocol:
   ``read_seconds`` of its first byte, and a new connection must send one
   within ``read_seconds`` of opening;
 - a connection cap below the file limit (core.platform.files raises the
-  limit where the OS has one): past it, the oldest connection
+  limit where the OS has one), applied as connections are accepted (at most
+  ``ACCEPTS_PER_WAKEUP`` per wake-up, the listen backlog apart): past it, the
+  oldest connection
   that never presented the token is shed first, then the oldest idle one;
   a new connection is refused only when every open one is busy and trusted;
 - accept errors (EMFILE and the like) logged once a minute with a count
@@ -44,6 +46,14 @@ MAX_CONNECTIONS: Final = 512
 #: File descriptors kept for everything else (children's pipes and pidfds,
 #: log files, the registry) when the cap is derived from a low file limit.
 RESERVED_FDS: Final = 256
+#: Connections accepted per wake-up of the loop. asyncio accepts as many as
+#: the backlog it was given (uvicorn's default: 2,048) before any of them is
+#: seen by the cap, so a burst ran into the file limit (EMFILE, and asyncio
+#: then stops listening for a second); in bites of 64 the cap sheds between
+#: bites and holds at accept time.
+ACCEPTS_PER_WAKEUP: Final = 64
+#: The kernel's queue of connections not yet accepted (a burst waits there).
+LISTEN_BACKLOG: Final = 2048
 #: Repeated accept errors are summarised at most this often.
 ACCEPT_ERROR_LOG_SECONDS: Final = 60.0
 
@@ -98,14 +108,15 @@ class ConnectionGuard:
             self.trusted.discard(protocol.client)
 
     def _victim(self) -> "GuardedProtocol | None":
-        by_age = sorted(self.open, key=self.open.__getitem__)
-        untrusted = [p for p in by_age if p.client not in self.trusted]
-        for candidate in untrusted:
-            return candidate
-        for candidate in by_age:
-            if candidate.idle:
+        """The oldest untrusted connection, else the oldest idle one. ``open`` is in
+        admission order already (a dict keeps it): a burst sheds hundreds, no sorting."""
+        idle: GuardedProtocol | None = None
+        for candidate in self.open:
+            if candidate.client not in self.trusted:
                 return candidate
-        return None
+            if idle is None and candidate.idle:
+                idle = candidate
+        return idle
 
 
 def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
@@ -119,6 +130,8 @@ class GuardedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        #: When the request being read must be complete (loop time), None between requests.
+        self._due: float | None = None
         self._reading = False
 
     @property
@@ -128,18 +141,19 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._writes = HeadWithBody(transport)
         if not self.guard.admit(self):
             transport.abort()
             return
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._drop_timer()
         self.guard.left(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is None and self.idle:
+        if self._due is None and self.idle:
             self._arm()  # the first byte of the next request on a kept-alive connection
         super().data_received(data)
 
@@ -151,30 +165,93 @@ class GuardedProtocol(HttpToolsProtocol):
             self.headers[:] = [(k, v) for k, v in self.headers if k != b"host"]
             self.headers.append((b"host", authority))
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.transport = self._writes  # type: ignore[assignment]
+
+    def on_response_complete(self) -> None:
+        # A response without a body to carry its head (HEAD): the head leaves now.
+        self._writes.release()
+        super().on_response_complete()
 
     def on_message_complete(self) -> None:
         self._disarm()  # read in full: from here on it is the server's turn
         super().on_message_complete()
 
     def close_now(self) -> None:
-        self._disarm()
+        self._drop_timer()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
 
+    # One timer per connection, moved lazily: a request's deadline is a number, and the
+    # timer, when it fires, looks at the number (a timer made and cancelled for every
+    # request would cost every call a heap push and the heap its cancelled entries).
+
     def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.guard.limits.read_seconds, self._too_slow)
+        self._due = self.loop.time() + self.guard.limits.read_seconds
+        if self._deadline is None:
+            self._deadline = self.loop.call_at(self._due, self._too_slow)
 
     def _disarm(self) -> None:
+        self._due = None
+
+    def _drop_timer(self) -> None:
+        self._due = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
     def _too_slow(self) -> None:
         self._deadline = None
+        due = self._due
+        if due is None:
+            return  # read in time: the next request arms it again
+        if due > self.loop.time():
+            self._deadline = self.loop.call_at(due, self._too_slow)  # a later request's
+            return
+        self._due = None
         if self.transport is not None and not self.transport.is_closing():
             # No reply: a client that needed this long is not one we serve.
             self.transport.abort()
+
+
+class HeadWithBody:
+    """A connection's transport as its responses write to it: the head of a response
+    with a Content-Length waits for its body's first piece, and the two leave in one
+    write (one segment on the wire, one wake-up of the client, one system call fewer
+    per call). uvicorn writes them apart, though a sized body follows its head at once
+    (every such response of the tray's sends both together); a streamed one (SSE,
+    chunked) has no Content-Length, so its head still leaves at once.
+    """
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._head: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+        elif data.startswith(b"HTTP/1.1 ") and b"\r\ncontent-length: " in data:
+            self._head = data
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.release()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def release(self) -> None:
+        """A head still held leaves now."""
+        if self._head is not None:
+            head, self._head = self._head, None
+            self._transport.write(head)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def absolute_form_authority(target: bytes) -> bytes | None:

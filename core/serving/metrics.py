@@ -190,11 +190,19 @@ class Metrics:
             ),
         )
 
+        #: The histogram of each label pair, found once (``labels`` checks and locks);
+        #: as many as prometheus keeps itself: configured servers by known methods.
+        self._latency_of: dict[tuple[str, str], Any] = {}
+
     def observe(self, server: str, method: str, seconds: float, ok: bool) -> None:
-        self.latency.labels(
-            server=server.split(PRIVATE_SEPARATOR, 1)[0],
-            method=method if method in KNOWN_METHODS else OTHER_METHOD,
-        ).observe(seconds)
+        key = (
+            server.split(PRIVATE_SEPARATOR, 1)[0],
+            method if method in KNOWN_METHODS else OTHER_METHOD,
+        )
+        latency = self._latency_of.get(key)
+        if latency is None:
+            latency = self._latency_of[key] = self.latency.labels(server=key[0], method=key[1])
+        latency.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

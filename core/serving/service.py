@@ -33,6 +33,8 @@ from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
 from core.serving.gateway import Gateway
 from core.serving.http_guard import (
+    ACCEPTS_PER_WAKEUP,
+    LISTEN_BACKLOG,
     AcceptErrorThrottle,
     ConnectionGuard,
     HttpLimits,
@@ -81,6 +83,7 @@ class TrayService:
         self.instance: Instance | None = None
         self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=resolve_env)
         self.sessions = SessionTable(self.supervisor.publish)
+        self.sessions.on_reset = self._session_reset
         self.workers: WorkerWatch | None = None
         self.gateway = Gateway(
             self.supervisor,
@@ -242,6 +245,13 @@ class TrayService:
         """A tool call of mcp-tray's own (the command line): through the gateway's pipeline."""
         return await self.gateway.pipeline.own_call(name, tool, arguments, timeout)
 
+    def _session_reset(self, session: ClientSession) -> None:
+        """A reset session's server, and the children made from its entry, are tried
+        again at once: their breakers close (not a parked or stopped one's)."""
+        for server in self.supervisor.all_servers():
+            if server.name == session.server or server.name.startswith(f"{session.server}@"):
+                server.close_breaker(f"session {session.id} was reset")
+
     # ------------------------------------------------------------ HTTP
 
     async def _serve(self, sock: socket.socket) -> None:
@@ -260,7 +270,7 @@ class TrayService:
         loop = asyncio.get_running_loop()
         self._accept_errors = AcceptErrorThrottle(loop.get_exception_handler())
         loop.set_exception_handler(self._accept_errors)
-        app = build_app(routes, lambda: self.token, on_trusted=guard.trust)
+        app = build_app(routes, lambda: self.token, on_trusted=guard.trust, gateway=self.gateway)
         config = uvicorn.Config(
             app,
             http=guarded_protocol(guard),
@@ -271,6 +281,13 @@ class TrayService:
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             # Loopback clients have no use for it, and it needs a 1 Hz refresh.
             date_header=False,
+            # No proxy stands in front of a loopback tray: X-Forwarded-For from a local
+            # process must not rename the peer that connection trust and stateless
+            # identity go by (uvicorn believes it from 127.0.0.1 by default).
+            proxy_headers=False,
+            # asyncio accepts this many per wake-up (and listens with it):
+            # bounded, so the cap sheds between bites of a burst.
+            backlog=ACCEPTS_PER_WAKEUP,
         )
         server = _QuietServer(config)
         self._server = server
@@ -280,6 +297,8 @@ class TrayService:
                 self._serve_task.result()
                 raise RuntimeError("the local HTTP server stopped during start-up")
             await asyncio.sleep(HTTP_START_CHECK_SECONDS)
+        # asyncio listened with the bite size: the kernel's queue gets its own.
+        sock.listen(LISTEN_BACKLOG)
 
     async def aclose(self) -> None:
         if self._server is not None and self._serve_task is not None:
@@ -413,6 +432,6 @@ def _bind_loopback(port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
-    sock.listen(128)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock

@@ -9,8 +9,15 @@ negotiated version, the client's capabilities and info, its subscriptions
 and log level) in ``http-sessions.json`` in the state folder (0600); the
 next tray adopts a session the first time its id comes back. A session idle
 past ``SESSION_IDLE_TIMEOUT_SECONDS`` is not adopted (expiry as before).
+
+The file holds every session, so writing it on each open made a burst of N
+opens cost N² rows: a change is written ``WRITE_DELAY_SECONDS`` later, once
+for all the changes of that moment (a tray killed within that moment loses
+those sessions' rows, and their clients open new sessions as after any
+"Session not found"); each row's JSON is kept, not rebuilt per write.
 """
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -28,6 +35,8 @@ logger = logging.getLogger(__name__)
 SESSIONS_FILE: Final = "http-sessions.json"
 #: Its format, so a later mcp-tray can tell what it reads.
 FORMAT: Final = 1
+#: How long a change waits for the others of the same burst before the file is written.
+WRITE_DELAY_SECONDS: Final = 0.05
 
 
 @dataclass
@@ -68,8 +77,11 @@ class SessionStore:
         self._saved: dict[str, SavedSession] = {}
         #: Sessions of the previous tray, not adopted yet.
         self._adoptable: dict[str, SavedSession] = {}
+        #: Each session's row as written, rebuilt only when the session changes.
+        self._rows: dict[str, str] = {}
         #: A session's activity not yet written (written with the next change or flush).
         self._dirty = False
+        self._pending: asyncio.TimerHandle | None = None
 
     def load(self, now: float | None = None) -> None:
         """Read what the previous tray left; what is idle past its time is dropped."""
@@ -85,6 +97,7 @@ class SessionStore:
             saved = SavedSession.from_json(raw)
             if saved is not None and now - saved.last_active <= SESSION_IDLE_TIMEOUT_SECONDS:
                 self._adoptable[saved.id] = saved
+                self._rows[saved.id] = json.dumps(asdict(saved))
         self._write()
 
     def adopt(self, server: str, session_id: str) -> SavedSession | None:
@@ -97,17 +110,20 @@ class SessionStore:
 
     def put(self, saved: SavedSession) -> None:
         self._saved[saved.id] = saved
-        self._write()
+        self._rows[saved.id] = json.dumps(asdict(saved))
+        self._write_soon()
 
     def drop(self, session_id: str) -> None:
         if self._saved.pop(session_id, None) is not None:
-            self._write()
+            self._rows.pop(session_id, None)
+            self._write_soon()
 
     def touch(self, session_id: str, last_active: float) -> None:
         """A request of the session: its time is written with the next change (or at close)."""
         saved = self._saved.get(session_id)
         if saved is not None:
             saved.last_active = last_active
+            self._rows.pop(session_id, None)
             self._dirty = True
 
     def flush(self, *, only_if_changed: bool = False) -> None:
@@ -115,11 +131,29 @@ class SessionStore:
         if not only_if_changed or self._dirty:
             self._write()
 
+    def _write_soon(self) -> None:
+        if self._pending is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write()
+            return
+        self._pending = loop.call_later(WRITE_DELAY_SECONDS, self._write)
+
+    def _row(self, saved: SavedSession) -> str:
+        row = self._rows.get(saved.id)
+        if row is None:
+            row = self._rows[saved.id] = json.dumps(asdict(saved))
+        return row
+
     def _write(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
         self._dirty = False
         if self.path is None:
             return
-        rows = [asdict(s) for s in (*self._adoptable.values(), *self._saved.values())]
-        document = {"format": FORMAT, "sessions": rows}
+        rows = ",".join(self._row(s) for s in (*self._adoptable.values(), *self._saved.values()))
         with contextlib.suppress(OSError):
-            write_private(self.path, json.dumps(document))
+            write_private(self.path, f'{{"format": {FORMAT}, "sessions": [{rows}]}}')

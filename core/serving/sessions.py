@@ -12,7 +12,10 @@ when it died always counts: it may be what kills it.
 A success of any kind resets the count; a tool result with ``isError`` is a
 success here (the server answered). At ``SESSION_BREAKER_THRESHOLD`` the
 session trips: its requests are answered at once with the reset hint and
-nothing is spawned or sent for it until the user resets it.
+nothing is spawned or sent for it until the user resets it. A reset means
+working again: the failures that tripped the session usually opened its
+server's breaker too (each one was a child's death), so a reset also closes
+that breaker where a child can answer (``on_reset``; the service wires it).
 """
 
 import time
@@ -96,6 +99,9 @@ class SessionTable:
     def __init__(self, publish: Callable[[Event], None]) -> None:
         self._sessions: dict[str, ClientSession] = {}
         self._publish = publish
+        #: Told of every reset, so the server the session calls is tried again too
+        #: (set by the service: it closes that server's breaker).
+        self.on_reset: Callable[[ClientSession], None] | None = None
 
     def open(self, session: ClientSession) -> ClientSession:
         self._sessions[session.id] = session
@@ -161,6 +167,8 @@ class SessionTable:
         session = self.get(session_id)
         session.breaker.reset()
         session.last_error = None
+        if self.on_reset is not None:
+            self.on_reset(session)
         self._publish(Event(EventKind.SESSIONS, session.server, text=f"reset {session_id}"))
         return session
 

@@ -43,6 +43,16 @@ class Paths:
         return self.state_dir / "instance.lock"
 
     @property
+    def autostart_lock(self) -> Path:
+        """Held by the one bridge that decides whether to start the tray (core.bridge.autostart)."""
+        return self.state_dir / "autostart.lock"
+
+    @property
+    def autostart_log(self) -> Path:
+        """What a tray started by a bridge printed, and which bridge started it."""
+        return self.log_dir / "autostart.log"
+
+    @property
     def registry_file(self) -> Path:
         return self.state_dir / "registry.sqlite"
 

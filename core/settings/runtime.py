@@ -122,6 +122,11 @@ def running_instance(paths: Paths) -> RuntimeInfo:
     return info
 
 
+def instance_held(paths: Paths) -> bool:
+    """Some process holds the instance lock: a tray runs, or is starting."""
+    return _lock_held(paths.lock_file)
+
+
 def _lock_held(lock: Path) -> bool:
     try:
         handle = lock.open("a+")

@@ -142,9 +142,7 @@ class CallPath:
                 # unless this call was inside the child that died: it may be
                 # what killed it, and a session repeating it is what the
                 # session breaker is for.
-                exc.contained = breaker.state is not BreakerState.CLOSED and not isinstance(
-                    exc, ExitedMidCall
-                )
+                exc.contained = breaker.state is not BreakerState.CLOSED and not exc.inside
             elif isinstance(exc, UpstreamError):
                 breaker.success()
             else:
@@ -195,7 +193,7 @@ class CallPath:
             await self._confirm_dead(run)
         # Mid-call race: the child died with the call in flight.
         if respawned:
-            raise ExitedAgain(server.name, run.generation, run.exit_text, server.log_path)
+            raise _inside(ExitedAgain(server.name, run.generation, run.exit_text, server.log_path))
         safe, why_not = self.replay_safe(method, params)
         server.request_respawn()
         if not safe:
@@ -207,8 +205,8 @@ class CallPath:
             return await self._send(retry_run, method, params, caller)
         except ConnectionLost:
             await self._confirm_dead(retry_run)
-            raise ExitedAgain(
-                server.name, retry_run.generation, retry_run.exit_text, server.log_path
+            raise _inside(
+                ExitedAgain(server.name, retry_run.generation, retry_run.exit_text, server.log_path)
             ) from None
 
     async def _send(
@@ -304,3 +302,9 @@ class CallPath:
         if not finished or run is None:
             raise _WindowOver
         return run
+
+
+def _inside(failure: ExitedAgain) -> ExitedAgain:
+    """The respawned child died with this call in it (not before it was sent)."""
+    failure.inside = True
+    return failure

@@ -156,6 +156,8 @@ class ChildProcess:
         self.stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         self._stdin: asyncio.WriteTransport | None = None
         self._stdin_protocol: _WriteProtocol | None = None
+        #: Written this turn of the loop, to leave together at its end (``write``).
+        self._outgoing: list[bytes] = []
         self._read_transports: list[asyncio.BaseTransport] = []
         #: Descendants seen below the child by the stop contract's first look.
         self._seen: dict[int, psutil.Process] = {}
@@ -255,14 +257,29 @@ class ChildProcess:
         return self._watching.alive()
 
     async def write(self, data: bytes) -> None:
+        """``data`` to the child's stdin, in order. What is written in one turn of the
+        loop leaves in one write at its end: a busy gateway's concurrent calls then cost
+        one system call and one wake-up of the child, not one each."""
         if self._stdin is None or self._stdin.is_closing():
             raise BrokenPipeError("the child's stdin is closed")
-        self._stdin.write(data)
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outgoing.append(data)
         assert self._stdin_protocol is not None
         await self._stdin_protocol.drain()
 
+    def _flush(self) -> None:
+        outgoing = self._outgoing
+        if not outgoing:
+            return
+        data = outgoing[0] if len(outgoing) == 1 else b"".join(outgoing)
+        outgoing.clear()
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.write(data)
+
     def close_stdin(self) -> None:
         if self._stdin is not None and not self._stdin.is_closing():
+            self._flush()  # what was written before goes first (EOF after it)
             self._stdin.close()
 
     async def stop(
@@ -338,6 +355,7 @@ class ChildProcess:
     def close(self) -> None:
         """Release the pipes and the exit watch (and the tree's hold once the leader is gone)."""
         if self._stdin is not None:
+            self._flush()
             self._stdin.close()
         for transport in self._read_transports:
             transport.close()

@@ -117,6 +117,8 @@ class Routing:
         #: Calls in flight, oldest first.
         self._calls: dict[int, Caller] = {}
         self._call_ids = 0
+        #: How many of them may wait for their client (``Caller.waiting``).
+        self._may_wait = 0
         #: Sessions whose calls ran since the last moment no call was in flight.
         self._window: set[str | None] = set()
         #: Client sessions attached to this child, in attach order.
@@ -133,14 +135,21 @@ class Routing:
         self._call_ids += 1
         self._calls[self._call_ids] = caller
         self._window.add(caller.session)
+        if caller.waiting is not None:
+            self._may_wait += 1
         return self._call_ids
 
     def close_call(self, call_id: int) -> None:
-        self._calls.pop(call_id, None)
+        caller = self._calls.pop(call_id, None)
+        if caller is not None and caller.waiting is not None:
+            self._may_wait -= 1
         if not self._calls:
             self._window.clear()  # the common case: nothing else was in flight
-        else:
+        elif self._may_wait:
             self.settle()
+        # Else every call in flight is active, and each one's session has been in the
+        # window since it opened (only a moment with none active empties it): nothing
+        # to settle, and no walk of the calls in flight on every call's way out.
 
     def settle(self) -> None:
         """Forget who called once nothing is in flight (a waiting call asks nothing)."""

@@ -28,8 +28,9 @@ RESPAWN_WAIT_SECONDS: Final = 15.0
 START_TIMEOUT_SECONDS: Final = 60.0
 #: A health ping slower than this marks the server degraded.
 PING_TIMEOUT_SECONDS: Final = 5.0
-#: How long ``server/discover`` may go unanswered before the child is taken
-#: for a handshake-era server that ignores what it does not know.
+#: How long ``server/discover`` may go unanswered before ``initialize`` is
+#: sent beside it (the child may be of the handshake era and ignore what it
+#: does not know, or merely slow); the first to succeed decides the era.
 PROBE_TIMEOUT_SECONDS: Final = 5.0
 #: A parked server tries one start on its own this often.
 SELF_PROBE_SECONDS: Final = 300.0

@@ -210,13 +210,23 @@ class RunLoop:
                 elif failure is not None:
                     detail = _describe_failure(failure)
                     server.note_error(f"start failed: {detail}")
-                    # The child is alive but unusable: the stop contract ends it.
-                    if child.is_alive():
+                    server.log(f"generation {run.generation} failed to start: {detail}")
+                    if child.is_alive() and not isinstance(failure, ConnectionLost):
+                        # Alive but unusable (it refused, or never answered): the
+                        # stop contract ends it, and its end is ours, not an exit
+                        # of its own (so the watch that would report it as one
+                        # goes first).
+                        ended.cancel()
+                        await asyncio.gather(ended, return_exceptions=True)
                         await child.stop(server.timing.stop, server.log, server.clock)
-                    self.on_dead(
-                        run,
-                        f"{describe_returncode(child.returncode)} during the handshake ({detail})",
-                    )
+                        ended_as = f"stopped by mcp-tray after a failed start ({detail})"
+                    else:
+                        # Its stdout closed: it is on its way out, and its own exit
+                        # says how (the stop contract only sees to the rest).
+                        if child.is_alive():
+                            await child.stop(server.timing.stop, server.log, server.clock)
+                        ended_as = f"{describe_returncode(child.returncode)} during the handshake ({detail})"
+                    self.on_dead(run, ended_as)
                     if (
                         isinstance(failure, RpcError)
                         and failure.code != REQUEST_TIMEOUT
@@ -241,10 +251,15 @@ class RunLoop:
         async def handshake() -> None:
             catalog = server.catalog
             catalog.adopt(
-                await upstream.start_session(server.config.protocol, server.timing.probe_timeout)
+                await upstream.start_session(
+                    server.config.protocol,
+                    server.timing.probe_timeout,
+                    clock=server.clock,
+                    note=server.log,
+                )
             )
-            if catalog.modern:
-                server.log(f"speaks {catalog.version} (server/discover answered)")
+            how = "server/discover answered" if catalog.modern else "initialize answered"
+            server.log(f"speaks {catalog.version} ({how})")
             changed = await catalog.refresh(upstream)
             if not catalog.modern:
                 # The stateless era has no connection state to restore.
@@ -332,12 +347,15 @@ class RunLoop:
         server = self.server
         if run.intentional or server.state is S.PARKED:
             return
-        if run.proven or server.clock.monotonic() - run.started >= server.config.keepalive_seconds:
+        # Up a keepalive interval counts only once it was up: a start that
+        # took that long and then failed proved nothing.
+        up_long = server.clock.monotonic() - run.started >= server.config.keepalive_seconds
+        if run.proven or (run.ready.is_set() and up_long):
             server.prove(run)
             return
         if server.budget.dropped():
             server.park(
-                f"it exited {server.budget.unproven} times in a row before it was up "
+                f"{server.budget.unproven} runs in a row ended before it was up "
                 f"{server.config.keepalive_seconds:g} s or served a call (last: {run.exit_text})"
             )
 
@@ -388,7 +406,8 @@ async def _answered(awaitable: Awaitable[None]) -> bool:
 
 def _describe_failure(exc: BaseException) -> str:
     if isinstance(exc, RpcError):
-        return f"the server answered initialize with error {exc.code}: {exc.message}"
+        # The message names the request (initialize, server/discover, a list).
+        return f"error {exc.code}: {exc.message}"
     if isinstance(exc, ConnectionLost):
         return "its stdout closed before the handshake finished"
     if isinstance(exc, TimeoutError):

@@ -239,6 +239,17 @@ class ManagedServer:
         if after is BreakerState.OPEN:
             self._half_open_timer = asyncio.ensure_future(self._half_open_later())
 
+    def close_breaker(self, why: str) -> bool:
+        """A person said "try again" (a session's Reset): the breaker closes now rather
+        than after its cooldown, unless there is no child to try (parked, stopped:
+        Respawn and Start wake those). True when it was open and closed."""
+        if self.breaker.state is BreakerState.CLOSED or self.state in (S.PARKED, S.STOPPED):
+            return False
+        self.breaker.reset()
+        self.log(f"breaker closed: {why}")
+        self.breaker_moved()
+        return True
+
     async def _half_open_later(self) -> None:
         # The breaker's state follows the clock by itself; this only tells
         # subscribers the moment the cooldown ends, like every other move.

@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any, Final, NamedTuple
 
 from core import __version__
+from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.eras import (
     LATEST_MODERN_VERSION,
@@ -197,17 +198,21 @@ class Upstream:
             raise ConnectionLost(f"the child's stdin is closed ({exc})") from None
 
     async def initialize(self) -> dict[str, Any]:
-        result = await self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                # Declared so server->client requests can reach the gateway's
-                # clients; each is then passed on only to a client that declared
-                # the same capability (core.serving.request.Client.may_be_asked).
-                "capabilities": dict(GATEWAY_CAPABILITIES),
-                "clientInfo": CLIENT_INFO,
-            },
-        )
+        """The handshake; a refusal is an ``RpcError`` whose message says it was initialize."""
+        try:
+            result = await self.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    # Declared so server->client requests can reach the gateway's
+                    # clients; each is then passed on only to a client that declared
+                    # the same capability (core.serving.request.Client.may_be_asked).
+                    "capabilities": dict(GATEWAY_CAPABILITIES),
+                    "clientInfo": CLIENT_INFO,
+                },
+            )
+        except RpcError as exc:
+            raise RpcError(exc.code, f"initialize refused: {exc.message}", exc.data) from None
         await self.notify("notifications/initialized", None)
         return result
 
@@ -219,39 +224,85 @@ class Upstream:
             timeout=timeout,
         )
 
-    async def start_session(self, mode: str, probe_timeout: float) -> "Handshake":
-        """Open the session the way the SDK's auto mode does.
+    async def start_session(
+        self,
+        mode: str,
+        probe_window: float,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        note: Callable[[str], None] | None = None,
+    ) -> "Handshake":
+        """Open the session: the era is decided by the child's first answer, never by silence.
 
-        ``server/discover`` first; a server that does not know it (an error,
-        or silence until ``probe_timeout``) is a handshake-era server and gets
-        ``initialize``. One corrective probe when it names a newer revision
-        both sides speak. ``mode`` pins an era: "handshake" skips the probe,
-        a 2026 revision never falls back.
+        ``server/discover`` first. Its answer decides: a result offering the
+        revision means the 2026-07-28 era, an error (or a result without it)
+        the handshake era, so ``initialize`` follows. A child still silent
+        when ``probe_window`` passes may be a handshake-era server that
+        ignores what it does not know, or a slow one not reading yet:
+        ``initialize`` goes too, discover stays pending, and whichever
+        succeeds first decides (an SDK server settles its era with the first
+        request it reads and refuses the other). The caller's start timeout
+        bounds the whole. ``mode`` pins an era: "handshake" skips the probe,
+        a 2026 revision never falls back. ``note`` hears each step.
         """
         if mode == HANDSHAKE_MODE:
             return Handshake(None, await self.initialize())
+        say = note or (lambda _text: None)
         version = mode if is_modern(mode) else LATEST_MODERN_VERSION
+        if is_modern(mode):
+            found = await self._probe(version, pinned=True)
+            assert found is not None  # pinned: a refusal raises
+            return found
+        probe = asyncio.ensure_future(self._probe(version, pinned=False))
+        handshake: asyncio.Future[dict[str, Any]] | None = None
+        try:
+            if not await _done_within(clock, probe, probe_window):
+                say(
+                    f"server/discover unanswered after {probe_window:g} s: sending initialize "
+                    "as well; the first of the two to succeed decides the era"
+                )
+                handshake = asyncio.ensure_future(self.initialize())
+                return await _first_success(probe, handshake)
+            found = probe.result()
+            if found is not None:
+                return found
+            say("server/discover refused: a handshake-era server, sending initialize")
+            return Handshake(None, await self.initialize())
+        finally:
+            for task in (probe, handshake):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(*(t for t in (probe, handshake) if t), return_exceptions=True)
+
+    async def _probe(self, version: str, *, pinned: bool) -> "Handshake | None":
+        """``server/discover`` until it answers: the 2026 session, or None when its answer
+        says the child is of the handshake era (pinned: that answer raises instead).
+
+        One corrective probe when its error names a newer revision both sides speak.
+        """
         for attempt in range(2):
             try:
-                result = await self.discover(version, probe_timeout)
+                result = await self.discover(version, None)
             except RpcError as exc:
-                if is_modern(mode):
-                    raise
+                if pinned:
+                    raise RpcError(
+                        exc.code, f"server/discover refused: {exc.message}", exc.data
+                    ) from None
                 retry = _mutual_modern(exc) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else None
                 if retry is not None and attempt == 0 and retry != version:
                     version = retry
                     continue
-                break
+                return None
             offered = result.get("supportedVersions")
             if isinstance(offered, list) and version in offered:
                 return Handshake(version, result)
-            if is_modern(mode):
+            if pinned:
                 raise RpcError(
                     UNSUPPORTED_PROTOCOL_VERSION,
                     f"the server does not offer {version} (it offers {offered!r})",
                 )
-            break
-        return Handshake(None, await self.initialize())
+            return None
+        return None
 
     async def list_all(
         self, method: str, key: str, base: Mapping[str, Any] | None = None
@@ -399,3 +450,30 @@ class Upstream:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionLost("the connection to the child closed"))
+
+
+async def _done_within(clock: Clock, task: "asyncio.Future[Any]", seconds: float) -> bool:
+    """Wait up to ``seconds`` of ``clock`` time for ``task``, leaving it running."""
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+    return task.done()
+
+
+async def _first_success(
+    probe: "asyncio.Future[Handshake | None]", handshake: "asyncio.Future[dict[str, Any]]"
+) -> Handshake:
+    """Whichever of a pending discover and initialize succeeds first; when neither
+    does, initialize's failure (the era the child was last asked for) is raised."""
+    pending: set[asyncio.Future[Any]] = {probe, handshake}
+    while pending:
+        _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        if probe.done() and not probe.cancelled() and probe.exception() is None:
+            found = probe.result()
+            if found is not None:
+                return found
+        if handshake.done() and not handshake.cancelled() and handshake.exception() is None:
+            return Handshake(None, handshake.result())
+    return Handshake(None, handshake.result())
