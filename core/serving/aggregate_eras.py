@@ -17,8 +17,8 @@ from starlette.types import Scope
 
 from core.protocol.eras import Envelope
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER, decode_headers
+from core.protocol.http_session import HttpSession, RequestContext
 from core.protocol.stateless import StatelessContext
-from core.protocol.streamable import HttpSession, RequestContext
 from core.serving.aggregate_links import Parent
 from core.serving.identity import StatelessClients
 from core.serving.request import Client, Request

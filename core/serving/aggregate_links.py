@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from core.protocol.streamable import HttpSession
+from core.protocol.http_session import HttpSession
 from core.serving.fanout import LIST_CHANGED, Share
 from core.serving.pipeline import Seat
 from core.serving.request import Client, Reply
