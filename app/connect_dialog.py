@@ -1,4 +1,4 @@
-"""The "Connect a client…" dialog: write chosen servers into a client's own config.
+"""The "Connect a client…" dialog: write chosen servers, or one profile, into a client's config.
 
 Only the widgets live here. What would be written, the diff, the backup and
 the atomic write are ``core.cli.install``'s ``plan_install`` and
@@ -6,7 +6,9 @@ the atomic write are ``core.cli.install``'s ``plan_install`` and
 so the dialog and the command cannot disagree. The dialog takes its inputs
 (server names, a function that makes the entries, the home folder) as
 arguments, so tests run it offscreen on a tmp_path home; ``for_service``
-wires it to the running tray.
+wires it to the running tray. A profile (``all``, or one of the config's
+``profiles``) is one entry that serves all of its servers
+(core.settings.profiles); the chosen servers are one entry each.
 """
 
 from collections.abc import Callable, Sequence
@@ -41,6 +43,7 @@ from core.cli.install import (
     snippet_entries,
 )
 from core.cli.integrations import CLIENTS, client_config_path, installable_clients
+from core.settings.profiles import ALL_PROFILE, target
 
 #: Makes the entries for (client, server names, over HTTP rather than the bridge).
 MakeEntries = Callable[[str, Sequence[str], bool], Entries]
@@ -64,6 +67,7 @@ class ConnectDialog(QDialog):
         server_names: Sequence[str],
         make_entries: MakeEntries,
         *,
+        profiles: Sequence[str] = (),
         home: Path | None = None,
         xdg_config_home: Path | None = None,
         parent: QWidget | None = None,
@@ -93,6 +97,12 @@ class ConnectDialog(QDialog):
             self.server_list.addItem(item)
         # The diff is what needs the room; a long server list scrolls.
         self.server_list.setMaximumHeight(SERVER_LIST_MAX_HEIGHT)
+        #: One entry per chosen server (no data), or one for a profile (its ``@NAME``).
+        self.what_box = QComboBox()
+        self.what_box.addItem("The servers ticked below, one entry each", None)
+        for profile in (ALL_PROFILE, *profiles):
+            shown = "every server" if profile == ALL_PROFILE else f"profile {profile!r}"
+            self.what_box.addItem(f"One entry for {shown} ({target(profile)})", target(profile))
 
         self.bridge_button = QRadioButton(
             "Bridge: the client launches `mcp-tray connect` (works with every client)"
@@ -125,6 +135,7 @@ class ConnectDialog(QDialog):
         form = QFormLayout()
         form.addRow("Client", self.client_box)
         form.addRow("Its file", self.target_label)
+        form.addRow("Entries", self.what_box)
         form.addRow("Servers", self.server_list)
         transport = QVBoxLayout()
         transport.addWidget(self.bridge_button)
@@ -140,6 +151,7 @@ class ConnectDialog(QDialog):
 
         self.client_box.currentIndexChanged.connect(self._client_changed)
         self.server_list.itemChanged.connect(self.refresh)
+        self.what_box.currentIndexChanged.connect(self.refresh)
         # Of the two exclusive radios only one is watched: one refresh per switch.
         self.http_button.toggled.connect(self.refresh)
         self.overwrite_box.toggled.connect(self.refresh)
@@ -150,6 +162,11 @@ class ConnectDialog(QDialog):
     @property
     def client(self) -> str:
         return str(self.client_box.currentData())
+
+    def chosen_names(self) -> list[str]:
+        """What entries are made for: the chosen profile's ``@NAME``, else the ticked servers."""
+        profile = self.what_box.currentData()
+        return [str(profile)] if profile is not None else self.checked_servers()
 
     def checked_servers(self) -> list[str]:
         items = (self.server_list.item(row) for row in range(self.server_list.count()))
@@ -178,7 +195,8 @@ class ConnectDialog(QDialog):
                 )
             )
         )
-        names = self.checked_servers()
+        self.server_list.setEnabled(self.what_box.currentData() is None)
+        names = self.chosen_names()
         if not names:
             self.preview.clear()
             if self.server_list.count():
@@ -241,6 +259,7 @@ def for_service(service: Any, parent: QWidget | None = None) -> ConnectDialog:
 
     config = service.supervisor.config
     names = [server.name for server in config.enabled]
+    profiles = list(config.profiles)
     tray_home = home_override()
 
     def make_entries(client: str, chosen: Sequence[str], http: bool) -> Entries:
@@ -251,4 +270,4 @@ def for_service(service: Any, parent: QWidget | None = None) -> ConnectDialog:
         url = loopback_url(port) if port else service.url
         return snippet_entries(client, chosen, http_url=url, token=service.token)
 
-    return ConnectDialog(names, make_entries, parent=parent)
+    return ConnectDialog(names, make_entries, profiles=profiles, parent=parent)

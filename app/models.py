@@ -23,6 +23,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from app.icons import state_icon
 from core.base.severity import Severity
 from core.base.snapshot import (
+    ProfileSnapshot,
     ResourceUsage,
     ServerSnapshot,
     SessionSnapshot,
@@ -408,6 +409,8 @@ class SessionsModel(RowModel):
     def text(self, row: SessionSnapshot, column: str) -> str:
         if column == "breaker":
             return "tripped" if row.tripped else "closed"
+        if column == "kind" and row.via:
+            return f"{row.kind} {row.via}"  # its session with one server of /mcp or a profile
         return super().text(row, column)
 
     def tooltip(self, row: SessionSnapshot, column: str) -> str | None:
@@ -446,6 +449,40 @@ class WarningsModel(RowModel):
 
     def tooltip(self, row: WarningSnapshot, column: str) -> str | None:
         return row.text or None
+
+
+class ProfilesModel(RowModel):
+    """Each profile (and ``all``): what it offers a client, what that costs, who uses it."""
+
+    COLUMNS = (
+        ("name", "Profile"),
+        ("path", "Endpoint"),
+        ("servers", "Servers"),
+        ("tools", "Tools"),
+        ("tokens", "≈ Tokens"),
+        ("sessions", "Connected"),
+        ("warnings", "Warnings"),
+    )
+
+    def key(self, row: ProfileSnapshot) -> str:
+        return row.name
+
+    def text(self, row: ProfileSnapshot, column: str) -> str:
+        if column == "servers":
+            return ", ".join(row.servers)
+        if column == "sessions":
+            return ", ".join(client_display_name(name) for name in row.sessions)
+        if column == "warnings":
+            return "; ".join(row.warnings)
+        return super().text(row, column)
+
+    def tooltip(self, row: ProfileSnapshot, column: str) -> str | None:
+        if column == "tokens":
+            return f"{row.tools_bytes} bytes of tools/list JSON ÷ 4 (an estimate)"
+        if column == "warnings" and row.renamed:
+            shortened = "\n".join(f"{short} = {full}" for short, full in row.renamed)
+            return f"Shortened names (as clients see them = full name):\n{shortened}"
+        return "\n".join(row.warnings) if column == "warnings" and row.warnings else None
 
 
 class ToolsModel(RowModel):

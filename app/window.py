@@ -51,6 +51,7 @@ from app.details import DetailsPane
 from app.icons import app_icon
 from app.models import (
     SORT_ROLE,
+    ProfilesModel,
     RowModel,
     ServersModel,
     SessionsModel,
@@ -77,7 +78,7 @@ LOG_SOON_MS: Final = 100
 WIDEST_CPU: Final = "100.0"
 WIDEST_RSS: Final = "1023.9 MiB"
 #: Tabs, by position.
-TAB_SERVERS, TAB_WORKERS, TAB_SESSIONS, TAB_WARNINGS, TAB_LOGS = range(5)
+TAB_SERVERS, TAB_WORKERS, TAB_SESSIONS, TAB_PROFILES, TAB_WARNINGS, TAB_LOGS = range(6)
 
 
 class Table(QWidget):
@@ -198,6 +199,7 @@ class MainWindow(QMainWindow):
             SessionsModel(),
             "No client sessions. Point a client at mcp-tray (mcp-tray client-config).",
         )
+        self.profiles = Table(ProfilesModel(), "No profiles.")
         self.warnings = Table(WarningsModel(), "No warnings.")
         # Warnings are few and their texts long: wrapped in place, no sideways scrolling.
         warnings_header = self.warnings.view.horizontalHeader()
@@ -249,6 +251,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.servers_split, "Servers")
         self.tabs.addTab(self.workers, "Workers")
         self.tabs.addTab(self.sessions, "Sessions")
+        self.tabs.addTab(self.profiles, "Profiles")
         self.tabs.addTab(self.warnings, "Warnings")
         self.tabs.addTab(self.logs, "Logs")
         self.tabs.currentChanged.connect(lambda _: self._logs_maybe_open())
@@ -279,6 +282,7 @@ class MainWindow(QMainWindow):
         self._refresh_servers(now)
         self.workers.model.set_rows(snapshot.workers, now)
         self.sessions.model.set_rows(snapshot.sessions, now)
+        self.profiles.model.set_rows(snapshot.profiles, now)
         self.warnings.model.set_rows(snapshot.warnings, now)
         self.config_error.setVisible(bool(snapshot.config_error))
         self.config_error.setText(

@@ -200,11 +200,27 @@ READY_SECONDS: Final = 60.0
 #: How long the tray gets to stop its children and exit after SIGTERM.
 STOP_SECONDS: Final = 20.0
 CLIENTS: Final = ("direct", "gateway", "bridge")
+#: The aggregate rows: the same echo call through ``/mcp`` and a profile's endpoint.
+PROFILE: Final = "bench"
+AGGREGATE_CLIENTS: Final = ("aggregate", "profile")
+AGGREGATE_PATHS: Final = {"aggregate": "/mcp", "profile": f"/mcp/@{PROFILE}"}
+#: The tool as an aggregate endpoint names it (SERVER__TOOL).
+AGGREGATE_TOOL: Final = f"{SERVER}__{TOOL}"
+RAW_AGGREGATE_CLIENTS: Final = ("raw-aggregate", "raw-profile")
+#: Target (issue 19): what an aggregate endpoint's routing may add over ``/mcp/<server>``.
+TARGET_ROUTING_P50_MS: Final = 0.1
+#: The tools/list measure: this many servers of this many tools each, through ``/mcp``.
+LIST_SERVERS: Final = 10
+LIST_TOOLS: Final = 50
+LIST_CALLS: Final = 200
+MANY_TOOLS_SCRIPT: Final = ROOT / "tests" / "servers" / "many_tools.py"
 #: The floor rows: raw clients, no SDK (see the module docstring).
 FLOOR_CLIENTS: Final = ("raw-direct", "raw-hop", "raw-gateway")
 FLOOR_LABELS: Final = {
     "raw-hop": "floor: one extra process hop",
     "raw-gateway": "tray gateway, raw client",
+    "raw-aggregate": "/mcp, raw client",
+    "raw-profile": f"/mcp/@{PROFILE}, raw client",
 }
 #: The 2026-07-28 rows (see the module docstring): ``mcp.Client``, no handshake.
 MODERN_CLIENTS: Final = ("modern-direct", "modern-gateway", "modern-bridge")
@@ -298,8 +314,11 @@ class Tray:
         profile: Path | None,
         runner: tuple[str, ...] = ("-m", "core.cli.main"),
         server: Path = ECHO_SCRIPT,
+        document: dict[str, Any] | None = None,
     ) -> None:
         self.home = home
+        #: The config to run (default: ``echo`` and the ``bench`` profile over it).
+        self.document = document
         #: The script of the one server, ``echo`` (bench/scale.py may serve a leaner one).
         self.server = server
         self.config = home / "bench-config.json"
@@ -339,7 +358,10 @@ class Tray:
         )
 
     def start(self) -> None:
-        config = {"mcpServers": {SERVER: {"command": sys.executable, "args": [str(self.server)]}}}
+        config = self.document or {
+            "mcpServers": {SERVER: {"command": sys.executable, "args": [str(self.server)]}},
+            "profiles": {PROFILE: {"servers": [SERVER], "tools": [AGGREGATE_TOOL]}},
+        }
         self.config.write_text(json.dumps(config, indent=2))
         runner = list(self.runner)
         if self.profile is not None:
@@ -356,9 +378,10 @@ class Tray:
             start_new_session=True,
         )
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, seconds: float = READY_SECONDS, names: tuple[str, ...] = ()) -> None:
+        """Until every server (or those of ``names``) is ready; its URL and token read."""
         assert self.process is not None
-        deadline = time.monotonic() + READY_SECONDS
+        deadline = time.monotonic() + seconds
         last = "no status yet"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -370,17 +393,16 @@ class Tray:
                 body = json.loads(status.stdout)
                 servers = {s.get("name"): s for s in body.get("servers", [])}
                 last = f"servers { {name: s.get('state') for name, s in servers.items()} }"
-                if servers.get(SERVER, {}).get("state") == "ready":
+                waited = [servers.get(name, {}) for name in names] or list(servers.values())
+                if waited and all(s.get("state") == "ready" for s in waited):
                     self.url = str(body["gateway"]["url"]).rstrip("/")
-                    self.server_pid = servers[SERVER].get("pid")
+                    self.server_pid = servers.get(SERVER, {}).get("pid")
                     break
             else:
                 last = (status.stderr or status.stdout).strip()
             time.sleep(0.2)
         else:
-            raise BenchError(
-                f"{SERVER} not ready within {READY_SECONDS:g} s ({last}):\n{self.output()}"
-            )
+            raise BenchError(f"servers not ready within {seconds:g} s ({last}):\n{self.output()}")
         token = self.cli("token")
         if token.returncode != 0 or not token.stdout.strip():
             raise BenchError(f"mcp-tray token failed: {token.stderr.strip()}")
@@ -596,7 +618,8 @@ class RawLineClient:
 class RawHttpClient:
     """Streamable HTTP by hand: HTTP/1.1 keep-alive POSTs with Content-Length bodies."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, tool: str = TOOL) -> None:
+        self.tool = tool
         parts = urlsplit(url)
         if parts.hostname is None or parts.port is None:
             raise BenchError(f"cannot use the gateway URL {url!r}")
@@ -656,17 +679,21 @@ class RawHttpClient:
             raise BenchError(f"raw-gateway initialized notification: {status} {body[:300]!r}")
 
     async def call(self) -> Any:
-        status, _, body = await self._post(
-            {
-                "jsonrpc": "2.0",
-                "id": next(self._ids),
-                "method": "tools/call",
-                "params": {"name": TOOL, "arguments": ARGUMENTS},
-            }
-        )
+        params = {"name": self.tool, "arguments": ARGUMENTS}
+        return json.loads(await self.request("tools/call", params))
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> bytes:
+        """One request; its answer's body as it came."""
+        message = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": method,
+            "params": params or {},
+        }
+        status, _, body = await self._post(message)
         if status != 200:
-            raise BenchError(f"raw-gateway call: {status} {body[:300]!r}")
-        return json.loads(body)
+            raise BenchError(f"raw-gateway {method}: {status} {body[:300]!r}")
+        return body
 
     async def end(self) -> None:
         """DELETE the session, as a client done with it does."""
@@ -1079,8 +1106,8 @@ def _check_raw(answer: Any) -> None:
         raise BenchError(f"raw echo call answered {answer!r}")
 
 
-def _sdk_call(session: ClientSession) -> Callable[[], Awaitable[Any]]:
-    return functools.partial(session.call_tool, TOOL, ARGUMENTS)
+def _sdk_call(session: ClientSession, tool: str = TOOL) -> Callable[[], Awaitable[Any]]:
+    return functools.partial(session.call_tool, tool, ARGUMENTS)
 
 
 def _modern_call(client: ModernClient) -> Callable[[], Awaitable[Any]]:
@@ -1269,8 +1296,21 @@ async def _floor_clients(
     stack.push_async_callback(raw_gateway.aclose)
     await raw_gateway.connect()
     await raw_gateway.initialize()
+    aggregated = {}
+    for name, path in zip(RAW_AGGREGATE_CLIENTS, AGGREGATE_PATHS.values(), strict=True):
+        raw = RawHttpClient(f"{tray.url}{path}", tray.token, AGGREGATE_TOOL)
+        stack.push_async_callback(raw.aclose)
+        await raw.connect()
+        await raw.initialize()
+        aggregated[name] = Client(
+            name,
+            raw.call,
+            _check_raw,
+            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            through_tray=True,
+        )
 
-    return {
+    return aggregated | {
         "raw-direct": Client(
             "raw-direct",
             raw_direct.call,
@@ -1445,6 +1485,17 @@ async def measure(
                 through_tray=True,
             ),
         }
+        for name, path in AGGREGATE_PATHS.items():
+            session, _ = await _session(
+                stack, streamable_http_client(f"{tray.url}{path}", http_client=http)
+            )
+            clients[name] = Client(
+                name,
+                _sdk_call(session, AGGREGATE_TOOL),
+                _check,
+                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                through_tray=True,
+            )
         if modern:
             clients.update(
                 await _modern_clients(stack, tray, errlog, bridge_env, me, tray_process, tray_echo)
@@ -1630,7 +1681,14 @@ def report(
     modern = all(name in clients for name in MODERN_CLIENTS)
     names = [
         name
-        for name in (*CLIENTS, *MODERN_CLIENTS, *PEER_CLIENTS, *FLOOR_CLIENTS)
+        for name in (
+            *CLIENTS,
+            *AGGREGATE_CLIENTS,
+            *MODERN_CLIENTS,
+            *PEER_CLIENTS,
+            *FLOOR_CLIENTS,
+            *RAW_AGGREGATE_CLIENTS,
+        )
         if name in clients
     ]
     transports = {spec.name: spec.transport for spec in peers}
@@ -1663,7 +1721,9 @@ def report(
         f"   {'+p50 ms':>8} {'+p95 ms':>8}"
     )
     print(header + "   (added over direct)")
-    for name in (*CLIENTS, *PEER_CLIENTS):
+    labels = {name: f"peer: {transport}" for name, transport in transports.items()}
+    labels |= {name: f"{path} ({AGGREGATE_TOOL})" for name, path in AGGREGATE_PATHS.items()}
+    for name in (*CLIENTS, *AGGREGATE_CLIENTS, *PEER_CLIENTS):
         if name not in clients:
             continue
         print(
@@ -1672,7 +1732,7 @@ def report(
                 len(clients[name].samples),
                 stats[name],
                 base if name != "direct" else None,
-                f"peer: {transports[name]}" if name in transports else "",
+                labels.get(name, ""),
             )
         )
     print()
@@ -1683,7 +1743,9 @@ def report(
         raw = stats["raw-direct"]
         print()
         print(header + "   (added over raw-direct)")
-        for name in FLOOR_CLIENTS:
+        for name in (*FLOOR_CLIENTS, *RAW_AGGREGATE_CLIENTS):
+            if name not in clients:
+                continue
             print(
                 _row(
                     name,
@@ -1753,6 +1815,8 @@ def report(
             f"{stats[reference].mean:.3f} ms), everything else {outside:.3f} ms"
         )
     print()
+    _routing_report(clients, stats, args.block)
+    print()
     print(f"  target: added p50 < {TARGET_ADDED_P50_MS:g} ms over the era's direct row")
     targets = [("gateway", "direct"), ("bridge", "direct")]
     if modern:
@@ -1776,6 +1840,8 @@ def report(
         extra += " --no-modern"
     if not args.peers:
         extra += " --no-peers"
+    if not args.lists:
+        extra += " --no-lists"
     command = f".venv/bin/python bench/gateway.py --calls {args.calls}{extra}"
     print(f"  reproduce: {command}")
     if floor:
@@ -1787,6 +1853,222 @@ def report(
             "bridge_added_p50_ms": stats["bridge"].p50 - base.p50,
         }
         record("gateway", command, figures, ROWS)
+
+
+def _routing_report(clients: dict[str, Client], stats: dict[str, Stats], block: int) -> None:
+    """What an aggregate endpoint's routing adds over the server's own endpoint, same client."""
+    print(
+        f"  routing of the aggregate endpoints (target: < {TARGET_ROUTING_P50_MS:g} ms p50 over "
+        f"/mcp/{SERVER}, same client; one echo call named {AGGREGATE_TOOL}):"
+    )
+    pairs = [(name, "gateway") for name in AGGREGATE_CLIENTS]
+    pairs += [(name, "raw-gateway") for name in RAW_AGGREGATE_CLIENTS]
+    for name, reference in pairs:
+        if name not in clients or reference not in clients:
+            continue
+        added = stats[name].p50 - stats[reference].p50
+        verdict = "PASS" if added < TARGET_ROUTING_P50_MS else "MISS"
+        rounds = _rounds_below(clients[name], clients[reference], block)
+        print(
+            f"    {verdict}  {name} p50 {added:+.3f} ms over {reference} "
+            f"(p95 {stats[name].p95 - stats[reference].p95:+.3f} ms; {rounds})"
+        )
+
+
+def _rounds_below(client: Client, reference: Client, block: int) -> str:
+    """In how many interleaved rounds the block's median was within the target of the
+    reference's block of the same round."""
+    rounds = list(
+        zip(_block_p50s(client.samples, block), _block_p50s(reference.samples, block), strict=True)
+    )
+    within = sum(1 for mine, theirs in rounds if (mine - theirs) * 1000 < TARGET_ROUTING_P50_MS)
+    return f"within it in {within} of {len(rounds)} rounds"
+
+
+# ------------------------------------------------------- tools/list through /mcp
+
+
+@dataclass(frozen=True)
+class ListFigures:
+    """tools/list of LIST_SERVERS servers of LIST_TOOLS tools each, through ``/mcp``."""
+
+    calls: int
+    tools: int
+    aggregate: Stats
+    aggregate_bytes: int
+    one_server: Stats
+    one_server_bytes: int
+    #: Building the aggregate's view again (after a member's list changed), in-process.
+    rebuild: Stats
+    #: The aggregate's own work per call, in-process, by profile (routing_in_process).
+    routing: dict[str, Stats]
+
+
+LIST_NAMES: Final = tuple(f"tools-{n:02d}" for n in range(1, LIST_SERVERS + 1))
+
+
+def _list_tray_document(enabled: int) -> dict[str, Any]:
+    """The many-tools servers, the first ``enabled`` of them enabled."""
+    return {
+        "mcpServers": {
+            name: {
+                "command": sys.executable,
+                "args": [str(MANY_TOOLS_SCRIPT)],
+                "env": {"MANY_TOOLS": str(LIST_TOOLS)},
+                "disabled": index >= enabled,
+            }
+            for index, name in enumerate(LIST_NAMES)
+        }
+    }
+
+
+async def _timed_lists(raw: RawHttpClient, calls: int) -> tuple[Stats, bytes]:
+    body = b""
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        body = await raw.request("tools/list")
+        samples.append(time.perf_counter() - started)
+    return Stats.of(samples), body
+
+
+async def _measure_lists(tray: Tray, calls: int) -> ListFigures:
+    from core.serving.profile_view import build_view
+    from core.settings.config import load_config
+    from core.settings.profiles import EVERYTHING
+    from core.supervision.catalog import Catalog
+
+    clients = []
+    for path in ("/mcp", "/mcp/tools-01"):
+        raw = RawHttpClient(f"{tray.url}{path}", tray.token)
+        await raw.connect()
+        await raw.initialize()
+        clients.append(raw)
+    try:
+        for raw in clients:
+            await _timed_lists(raw, DEFAULT_WARMUP)
+        aggregate, listed = await _timed_lists(clients[0], calls)
+        one, single = await _timed_lists(clients[1], calls)
+    finally:
+        for raw in clients:
+            await raw.aclose()
+    tools = json.loads(listed)["result"]["tools"]
+    # The same listings in-process: what building the view again costs the tray.
+    config = load_config(tray.config)
+    catalogs = {}
+    for name in config.servers:
+        catalog = catalogs[name] = Catalog()
+        catalog.known = True
+        catalog.lists = {"tools": json.loads(single)["result"]["tools"]}
+    rebuilds = []
+    for _ in range(max(10, calls // 10)):
+        started = time.perf_counter()
+        build_view(EVERYTHING, config.servers, catalogs)
+        rebuilds.append(time.perf_counter() - started)
+    in_process = tray.home / "in-process"
+    in_process.mkdir()
+    routing = routing_in_process(in_process)
+    return ListFigures(
+        calls, len(tools), aggregate, len(listed), one, len(single), Stats.of(rebuilds), routing
+    )
+
+
+def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
+    """The aggregate's own work per tools/call, in-process and without the call itself:
+    the profile's view (cached), the name's route, the link's client, the routed request.
+    LIST_SERVERS x LIST_TOOLS tools known; ``all`` and a one-tool profile."""
+    from core.serving.aggregate import Aggregate
+    from core.serving.aggregate_links import Link, Parent
+    from core.serving.pipeline import NoReply, Pipeline
+    from core.serving.request import Client as SessionClient
+    from core.serving.request import Request
+    from core.serving.sessions import ClientSession, SessionTable
+    from core.settings.config import DEFAULT_MAX_BODY_BYTES, load_config
+    from core.settings.paths import Paths
+    from core.supervision.supervisor import Supervisor
+
+    class Hooks:
+        def session_opened(self, session: ClientSession) -> None:
+            pass
+
+        def session_closed(self, session: ClientSession) -> None:
+            pass
+
+    document = _list_tray_document(LIST_SERVERS)
+    member = LIST_NAMES[2]
+    tool = "search_records_07"
+    document["profiles"] = {PROFILE: {"servers": [member], "tools": [f"{member}__{tool}"]}}
+    (home / "config.json").write_text(json.dumps(document))
+    paths = Paths(home / "config", home / "state", home / "logs", home / "run")
+    supervisor = Supervisor(load_config(home / "config.json"), paths)
+    names = [f"search_records_{n:02d}" for n in range(LIST_TOOLS)]
+    for child in supervisor.servers.values():  # as if each had listed (never started)
+        child.catalog.known = True
+        child.catalog.lists = {"tools": [{"name": n, "inputSchema": {}} for n in names]}
+    pipeline = Pipeline(supervisor, SessionTable(lambda event: None), Hooks(), lambda job: None)
+    aggregate = Aggregate(pipeline, lambda worker: None, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    params = {"name": f"{member}__{tool}", "arguments": ARGUMENTS}
+    figures = {}
+    for profile in ("all", PROFILE):
+        session = ClientSession(id=profile, server=f"@{profile}", kind="http")
+        parent = Parent(session, profile, modern=False, on_lists=lambda parent, kind: None)
+        client = SessionClient(session, modern=False)
+        link_session = ClientSession(id=f"{profile}.{member}", server=member, kind="http")
+        parent.links[member] = Link(parent, member, link_session, pipeline.seat)
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            view = aggregate.view(profile)
+            owner, routed = aggregate._route(view, "tools/call", params)
+            link = parent.links[owner]
+            request = Request(link.client(client), "tools/call", routed, NoReply(), None)
+            parent.called(parent.calling(owner, request.reply))
+            samples.append(time.perf_counter() - started)
+        figures[profile] = Stats.of(samples)
+    return figures
+
+
+def list_bench(home: Path, calls: int) -> ListFigures:
+    """A tray of its own with LIST_SERVERS many-tools servers; always stopped."""
+    tray = Tray(home, None, document=_list_tray_document(1))
+    try:
+        tray.start()
+        tray.wait_ready(names=LIST_NAMES[:1])
+        # Enabled one at a time (a hot reload each): ten SDK servers starting at once on
+        # a small busy machine can miss their handshake deadline and be parked.
+        for count in range(2, LIST_SERVERS + 1):
+            tray.config.write_text(json.dumps(_list_tray_document(count)))
+            tray.wait_ready(names=LIST_NAMES[:count])
+        return asyncio.run(_measure_lists(tray, calls))
+    finally:
+        tray.stop()
+
+
+def list_report(figures: ListFigures) -> None:
+    print(
+        f"  tools/list through /mcp: {LIST_SERVERS} servers x {LIST_TOOLS} tools "
+        f"(tests/servers/many_tools.py), raw HTTP/1.1 client, handshake era, "
+        f"{figures.calls} timed calls after {DEFAULT_WARMUP} warm-up calls:"
+    )
+    tokens = -(-figures.aggregate_bytes // 4)
+    for name, stats, size, note in (
+        ("/mcp", figures.aggregate, figures.aggregate_bytes, f"{figures.tools} tools"),
+        ("/mcp/tools-01", figures.one_server, figures.one_server_bytes, "one server's"),
+    ):
+        print(
+            f"    {name:<14} p50 {stats.p50:.3f} ms  p95 {stats.p95:.3f} ms  "
+            f"{size:,} bytes ({note})"
+        )
+    for profile, stats in figures.routing.items():
+        print(
+            f"    routing in-process (@{profile}: view, route, link, request; the call itself "
+            f"not included): p50 {stats.p50 * 1000:.1f} us  p95 {stats.p95 * 1000:.1f} us"
+        )
+    print(
+        f"    the /mcp answer is about {tokens:,} tokens in a model's context (bytes / 4); "
+        f"building the view again after a member's list changed (in-process, "
+        f"core.serving.profile_view.build_view): p50 {figures.rebuild.p50:.3f} ms"
+    )
 
 
 @contextlib.contextmanager
@@ -1837,11 +2119,25 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the peer rows (supergateway, mcp-proxy: installed into .bench-peers/ on "
         "first use)",
     )
+    parser.add_argument(
+        "--no-lists",
+        dest="lists",
+        action="store_false",
+        help=f"skip tools/list of {LIST_SERVERS} servers x {LIST_TOOLS} tools through /mcp",
+    )
+    parser.add_argument(
+        "--lists-only", action="store_true", help="only the tools/list measure through /mcp"
+    )
     # Internal: the floor's relay process (see _relay).
     parser.add_argument("--relay-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.relay_child is not None:
         asyncio.run(_relay(args.relay_child))
+        return 0
+    if args.lists_only:
+        with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-lists-") as home:
+            list_report(list_bench(Path(home), min(args.calls, LIST_CALLS)))
+        print(f"  reproduce: .venv/bin/python bench/gateway.py --lists-only --calls {args.calls}")
         return 0
     if args.calls < 1 or args.block < 1 or args.warmup < 0:
         parser.error("--calls and --block must be >= 1, --warmup >= 0")
@@ -1891,6 +2187,11 @@ def main(argv: list[str] | None = None) -> int:
     report(clients, args, elapsed, peers, notes, tray.server_protocol)
     if code not in (0, None):
         print(f"  note: the tray exited with {code} on SIGTERM (expected 0)")
+    if args.lists:
+        with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-lists-") as home:
+            figures = list_bench(Path(home), min(args.calls, LIST_CALLS))
+        print()
+        list_report(figures)
     if profile is not None:
         print(f"  tray profile: {profile} (python -m pstats {profile})")
     return 0

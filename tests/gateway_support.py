@@ -19,6 +19,7 @@ from core.base.envvars import AUTOSTART_ENV
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
+from core.settings.profiles import endpoint_path
 from tests.conftest import FAST_TIMING
 from tests.fake_keyring import PATH_ENV, FileKeyring
 
@@ -63,8 +64,13 @@ class Services:
         self.paths = paths
         self.started: list[TrayService] = []
 
-    async def start(self, servers: dict[str, dict[str, Any]]) -> TrayService:
-        self.paths.config_file.write_text(json.dumps({"mcpServers": servers}))
+    async def start(
+        self, servers: dict[str, dict[str, Any]], profiles: dict[str, Any] | None = None
+    ) -> TrayService:
+        document: dict[str, Any] = {"mcpServers": servers}
+        if profiles is not None:
+            document["profiles"] = profiles
+        self.paths.config_file.write_text(json.dumps(document))
         service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
         self.started.append(service)
         await service.start()
@@ -85,7 +91,9 @@ async def http_client(
 ) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token or service.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with streamable_http_client(f"{service.url}/mcp/{server}", http_client=http) as (
+        async with streamable_http_client(
+            service.url + endpoint_path(server), http_client=http
+        ) as (
             read,
             write,
         ):
@@ -132,7 +140,7 @@ async def sdk_client(
     """The SDK's high-level ``Client`` over HTTP (``mode="auto"`` speaks 2026-07-28 to the gateway)."""
     headers = {"Authorization": f"Bearer {service.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        transport = streamable_http_client(f"{service.url}/mcp/{server}", http_client=http)
+        transport = streamable_http_client(service.url + endpoint_path(server), http_client=http)
         async with Client(transport, mode=mode, cache=None, **callbacks) as client:
             yield client
 
@@ -194,6 +202,6 @@ async def modern_post(
     body, headers = modern_request(method, params, **envelope)
     headers["authorization"] = f"Bearer {service.token}"
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
-        reply = await http.post(f"{service.url}/mcp/{server}", json=body, headers=headers)
+        reply = await http.post(service.url + endpoint_path(server), json=body, headers=headers)
     answer: dict[str, Any] = reply.json()
     return answer

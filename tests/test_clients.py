@@ -77,6 +77,27 @@ def test_the_inspector_gets_the_url_shape_it_does_not_rewrite() -> None:
     assert entry["url"] == "http://127.0.0.1:4321/echo/mcp"
 
 
+def test_a_profile_is_one_entry_whose_url_or_bridge_reaches_the_profile() -> None:
+    from core.cli.install import is_mcp_tray_entry
+
+    url = "http://127.0.0.1:4321"
+    http = client_snippet("cursor", ["@all", "@coding"], http_url=url, token="t0k")
+    inspector = client_snippet("inspector", ["@coding"], http_url=url, token="t0k")
+    bridge = client_snippet("cursor", ["@coding"])
+
+    entries = http["mcpServers"]
+    assert entries["mcp-tray"]["url"] == f"{url}/mcp/@all"
+    assert entries["mcp-tray-coding"]["url"] == f"{url}/mcp/@coding"
+    assert inspector["mcpServers"]["mcp-tray-coding"]["url"] == f"{url}/@coding/mcp"
+    assert bridge["mcpServers"]["mcp-tray-coding"]["args"][-2:] == ["connect", "@coding"]
+    # Written by mcp-tray, so a later install may update them.
+    assert all(is_mcp_tray_entry(name, entry) for name, entry in entries.items())
+    assert not is_mcp_tray_entry("mine", {"url": "https://example.com/mcp"})
+    # Another local server at /mcp is not mcp-tray's: only an entry named for its profile is.
+    assert not is_mcp_tray_entry("figma", {"url": "http://127.0.0.1:3845/mcp"})
+    assert not is_mcp_tray_entry("figma", {"url": f"{url}/mcp/@coding"})
+
+
 def test_claude_desktop_gets_no_http_snippet() -> None:
     from core.base.errors import SnippetError
 

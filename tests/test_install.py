@@ -603,3 +603,28 @@ def test_client_config_install_exit_codes_say_conflict_and_broken_file(tmp_path:
     assert broken.returncode == 2 and "fix it or move it aside" in broken.stderr
     assert len(broken.stderr.strip().splitlines()) == 1
     assert stray.returncode == 2 and "--install" in stray.stderr
+
+
+def test_client_config_profile_installs_one_entry_for_the_profile(tmp_path: Path) -> None:
+    config = tmp_path / "tray" / "config" / "config.json"
+    config.parent.mkdir(parents=True)
+    servers = {"github": {"command": "gh"}, "fs": {"command": "fs"}}
+    config.write_text(json.dumps({"mcpServers": servers, "profiles": {"coding": {}}}))
+    path = place("cursor", EXISTING["cursor"], tmp_path / "home")
+    env = cli_env(tmp_path)
+    args = ("client-config", "cursor", "--config", str(config))
+
+    installed = run_mcp_tray(env, *args, "--profile", "coding", "--install")
+    everything = run_mcp_tray(env, *args, "--profile", "all", "--http")
+    unknown = run_mcp_tray(env, *args, "--profile", "chat")
+    again = run_mcp_tray(env, *args, "--profile", "coding", "--install")
+
+    assert installed.returncode == 0, installed.stderr
+    entries = json.loads(path.read_text())["mcpServers"]
+    assert "mcp-tray-coding" in entries and not {"github", "fs"} & set(entries)
+    assert entries["mcp-tray-coding"]["args"][-2:] == ["connect", "@coding"]
+    # An HTTP entry for every server at once (needs the token a tray made: none here).
+    assert everything.returncode != 0 and "no API token yet" in everything.stderr
+    assert unknown.returncode == 2 and "there is no profile 'chat'" in unknown.stderr
+    assert "profiles: all, coding" in unknown.stderr
+    assert again.returncode == 0 and again.stdout.startswith("nothing to change:")

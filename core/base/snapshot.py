@@ -106,6 +106,9 @@ class SessionSnapshot:
     #: "owned", "fenced" or "missing"; None until the registry was read.
     ownership: str | None = None
     ownership_detail: str = ""
+    #: The aggregate endpoint (``@all``, ``@coding``) this session reaches ``server`` through;
+    #: "" for a session of the server's own endpoint.
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,27 @@ _WARNING_FIELDS: Final = ("family", "subject", "message", "fix", "text")
 
 
 @dataclass(frozen=True)
+class ProfileSnapshot:
+    """A profile (or ``all``): what it offers one client, what that costs, who is connected."""
+
+    name: str
+    #: Where a client reaches it (``/mcp``, ``/mcp/@coding``).
+    path: str
+    servers: tuple[str, ...]
+    tools: int
+    prompts: int
+    resources: int
+    #: Estimated tokens of its tools/list (bytes of the JSON / 4) and those bytes.
+    tokens: int
+    tools_bytes: int
+    #: (as clients see it, full name) for every name shortened to 64 characters.
+    renamed: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    #: The client names of the sessions connected to it.
+    sessions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ResourceUsage:
     """CPU and memory of a server's process group (sampled while the window shows)."""
 
@@ -199,6 +223,7 @@ class TraySnapshot:
     sessions: tuple[SessionSnapshot, ...] = ()
     workers: tuple[WorkerSnapshot, ...] = ()
     warnings: tuple[WarningSnapshot, ...] = ()
+    profiles: tuple[ProfileSnapshot, ...] = ()
 
     def server(self, name: str) -> ServerSnapshot:
         for snap in self.servers:

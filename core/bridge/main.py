@@ -1,7 +1,8 @@
 """``mcp-tray connect NAME``: the bridge process, a stdio MCP server that AI clients launch.
 
 The client speaks newline-delimited JSON-RPC on our stdin/stdout; each
-message is POSTed as is to ``/mcp/NAME`` on the running tray, and whatever
+message is POSTed as is to ``/mcp/NAME`` on the running tray (``/mcp`` for
+``@all``, ``/mcp/@NAME`` for a profile), and whatever
 comes back (a JSON body, or SSE events: progress, a sampling request, then
 the answer) is written back line by line. The standalone GET stream carries
 notifications not tied to a request. Messages are relayed as bytes, never
@@ -42,6 +43,7 @@ from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.registry.identity import normalize_client_name
 from core.registry.records import HeartbeatOutcome
 from core.settings.paths import Paths
+from core.settings.profiles import endpoint_path
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
 
@@ -101,7 +103,7 @@ async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) 
         if token is None:
             raise NotRunning(paths.state_dir, "no API token yet")
         headers["authorization"] = f"Bearer {token}"
-        return f"{info.url}/mcp/{name}"
+        return info.url + endpoint_path(name)
 
     wait = reconnect_wait(os.environ)
 

@@ -38,7 +38,11 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
     # An explicit --config must exist (load_config says how to fix it);
     # a missing default one just means nothing is configured yet.
     config = load_config(config_path) if explicit or config_path.exists() else None
-    if config is not None:
+    if args.profile is not None:
+        from core.cli.profiles import profile_target
+
+        names = [profile_target(args.profile, config)]
+    elif config is not None:
         names = args.server or [s.name for s in config.enabled]
         unknown = [n for n in names if n not in config.servers]
         if unknown:

@@ -14,6 +14,7 @@ from core.base.errors import SnippetError
 from core.cli import integrations
 from core.cli.desktop_entry import launcher_argv
 from core.protocol.headers import IDENTITY_HEADER
+from core.settings.profiles import client_entry_name
 
 
 def client_snippet(
@@ -25,6 +26,9 @@ def client_snippet(
     home: str | None = None,
 ) -> dict[str, Any]:
     """``client``'s config for ``names``: bridge entries, or HTTP ones at ``http_url``.
+
+    A name is a server's, or a profile's (``@coding``, ``@all``): one entry
+    then serves all of its servers (core.settings.profiles names it).
 
     ``home`` (an absolute ``MCP_TRAY_HOME``) goes into each bridge entry's
     env: the client launches the bridge without the environment this command
@@ -57,5 +61,5 @@ def client_snippet(
             entry = {spec.url_key: http_url + path, spec.headers_key: headers}
             if spec.entry_types is not None:
                 entry = {"type": spec.entry_types[1], **entry}
-        entries[name] = entry
+        entries[client_entry_name(name)] = entry
     return {spec.key: entries}

@@ -61,6 +61,7 @@ from core.cli.integrations import (
     installable_clients,
 )
 from core.platform.files import private_dirs, set_mode
+from core.settings.profiles import client_entry_name, path_target
 
 #: A new client file gets this mode: an HTTP entry carries the API token,
 #: and the client reads the file as this same user.
@@ -133,7 +134,12 @@ def is_mcp_tray_entry(name: str, entry: object) -> bool:
     url = next((entry[key] for key in ("url", "httpUrl") if isinstance(entry.get(key), str)), None)
     if url is not None:
         parts = urlsplit(url)
-        return parts.hostname in _LOOPBACK and parts.path in (f"/mcp/{name}", f"/{name}/mcp")
+        # A profile's entry is named for it (core.settings.profiles.client_entry_name).
+        profile = path_target(parts.path)
+        ours = parts.path in (f"/mcp/{name}", f"/{name}/mcp") or (
+            profile is not None and client_entry_name(profile) == name
+        )
+        return parts.hostname in _LOOPBACK and ours
     return False
 
 

@@ -2,7 +2,7 @@
 
 The parser is core.cli.parser; each family of commands has a module of its
 own (tray: run, connect, install-desktop; servers: status, call, respawn,
-stop, start, tools, logs; sessions; doctor: doctor, workers; secret: secret,
+stop, start, tools, logs; profiles; sessions; doctor: doctor, workers; secret: secret,
 token; client_config: client-config, import). A module is imported only
 when its command runs, so ``mcp-tray status`` loads no supervision code.
 
@@ -53,6 +53,7 @@ COMMANDS: Final = {
     "stop": ("servers", "cmd_stop"),
     "start": ("servers", "cmd_start"),
     "tools": ("servers", "cmd_tools"),
+    "profiles": ("profiles", "cmd_profiles"),
     "logs": ("servers", "cmd_logs"),
     "sessions": ("sessions", "cmd_sessions"),
     "reset": ("sessions", "cmd_reset"),

@@ -112,7 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     connect = commands.add_parser(
         "connect", help="stdio MCP server for a client: relays to the running tray"
     )
-    connect.add_argument("name", help="server name")
+    connect.add_argument("name", help="a server name, @all (every server) or @PROFILE")
+
+    profiles = commands.add_parser(
+        "profiles",
+        help="each profile (and all): servers, tools, estimated tokens, limits passed",
+    )
+    profiles.add_argument("--json", action="store_true", help="machine-readable output")
 
     commands.add_parser("token", help="print the local API bearer token")
 
@@ -145,10 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--bridge", action="store_true", help="launch mcp-tray connect (stdio; default)"
     )
     mode.add_argument("--http", action="store_true", help="connect to the local gateway over HTTP")
-    client_config.add_argument(
+    chosen = client_config.add_mutually_exclusive_group()
+    chosen.add_argument(
         "--server",
         action="append",
         help="only this server (repeatable); without a config, the servers to list",
+    )
+    chosen.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="one entry for this profile (all: every server) instead of one per server",
     )
     client_config.add_argument(
         "--config",

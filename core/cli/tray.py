@@ -15,6 +15,7 @@ from core.cli.parser import check_server_name
 from core.platform.files import private_dirs
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
+from core.settings.profiles import is_target, profile_name
 
 
 class GuiLauncher(Protocol):
@@ -92,8 +93,8 @@ def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     from core.bridge.main import run
     from core.cli.desktop_entry import AUTOSTART_ARGS, launcher_argv
 
-    # Before a worker row is registered under a name no server can have.
-    check_server_name(args.name)
+    # Before a worker row is registered under a name no server (or profile, @NAME) can have.
+    check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
 
     # An absent tray is started as the login entry starts it (core.bridge.autostart).
     return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
 from core.protocol.headers import scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
+from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
@@ -171,6 +172,8 @@ class ControlTarget(Protocol):
 
     def warnings_json(self) -> list[dict[str, Any]]: ...
 
+    def profiles_json(self) -> list[dict[str, Any]]: ...
+
     def metrics(self) -> bytes: ...
 
     def raise_window(self) -> bool: ...
@@ -276,6 +279,11 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
     async def warnings(request: Request) -> Response:
         return JSONResponse({"warnings": target.warnings_json()})
 
+    async def profiles(request: Request) -> Response:
+        limits = [limit._asdict() for limit in CLIENT_TOOL_LIMITS]
+        body = {"profiles": target.profiles_json(), "estimate": ESTIMATE, "client_limits": limits}
+        return JSONResponse(body)
+
     async def raise_window(request: Request) -> Response:
         if target.raise_window():
             return JSONResponse({"ok": True})
@@ -297,6 +305,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/sessions/{session}/reset", reset, methods=["POST"]),
         Route("/api/v1/workers", workers, methods=["GET"]),
         Route("/api/v1/warnings", warnings, methods=["GET"]),
+        Route("/api/v1/profiles", profiles, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
@@ -304,7 +313,10 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
 
 def gateway_server(path: str) -> str | None:
     """The server a gateway path names, as Starlette would match the gateway's two routes,
-    ``/mcp/{server}`` then ``/{server}/mcp`` (a name is one non-empty path segment); else None."""
+    ``/mcp/{server}`` then ``/{server}/mcp`` (a name is one non-empty path segment); ``""``
+    for ``/mcp`` itself (every server, core.serving.aggregate); else None."""
+    if path == "/mcp":
+        return ""
     if path.startswith("/mcp/") and _one_segment(name := path[5:]):
         return name
     if path.endswith("/mcp") and _one_segment(name := path[1:-4]):

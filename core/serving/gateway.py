@@ -1,7 +1,9 @@
 """The gateway: every AI client shares the supervised servers over MCP streamable HTTP.
 
 ``/mcp/<server>`` (and ``/<server>/mcp``, the shape the MCP Inspector
-insists on) speak streamable HTTP (core.protocol.streamable for the
+insists on) serve one server; ``/mcp`` and ``/mcp/@<profile>`` (and
+``/@<profile>/mcp``) many at once (core.serving.aggregate). They speak
+streamable HTTP (core.protocol.streamable for the
 handshake era, core.protocol.stateless for 2026-07-28). Each era's adapter
 (core.serving.handshake, core.serving.stateless) decodes a client's
 messages into the one request pipeline (core.serving.pipeline), which
@@ -23,12 +25,14 @@ from core.protocol.headers import scope_headers
 from core.protocol.http_session import HttpSession
 from core.protocol.streamable import StreamableHttp
 from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
+from core.serving.aggregate import Aggregate
 from core.serving.handshake import HandshakeSession
 from core.serving.identity import REAP_SECONDS, StatelessClients
 from core.serving.pipeline import Hooks, Pipeline
 from core.serving.session_store import SessionStore
 from core.serving.sessions import SessionTable
 from core.serving.stateless import StatelessEndpoint
+from core.settings.profiles import is_target
 from core.supervision.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -50,7 +54,7 @@ class GatewayOwner(Hooks, Protocol):
 
 
 class Gateway:
-    """ASGI endpoint for ``/mcp/{server}`` and ``/{server}/mcp``."""
+    """ASGI endpoint for ``/mcp``, ``/mcp/{server}`` and ``/{server}/mcp``."""
 
     def __init__(
         self,
@@ -70,6 +74,8 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.pipeline = Pipeline(supervisor, sessions, owner, self.spawn)
         self.stateless = StatelessClients(self.pipeline, owner.worker_alive)
+        #: ``/mcp`` and the profiles' endpoints.
+        self.aggregate = Aggregate(self.pipeline, owner.worker_alive, max_body_bytes=max_body_bytes)
         #: Handshake-era sessions kept for the next tray, and the previous tray's to adopt
         #: (read by the service once it holds the instance lock).
         self.store = SessionStore(sessions_file)
@@ -80,6 +86,7 @@ class Gateway:
             self._housekeeping.cancel()
         self.pipeline.parking.aclose()
         self.pipeline.placement.aclose()
+        await self.aggregate.aclose()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
         self.store.flush()
@@ -95,6 +102,10 @@ class Gateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = scope.get("path_params", {}).get("server", "")
+        if not name or is_target(name):
+            await self.aggregate.serve(name, scope, receive, send)
+            self._start_housekeeping()
+            return
         try:
             self.supervisor.server(name)
         except UnknownServer as exc:
@@ -111,9 +122,12 @@ class Gateway:
             )
             endpoint.start()
             self._endpoints[name] = endpoint
-            if self._housekeeping is None:
-                self._housekeeping = asyncio.get_running_loop().create_task(self._tidy())
+            self._start_housekeeping()
         await endpoint.handle(scope, receive, send)
+
+    def _start_housekeeping(self) -> None:
+        if self._housekeeping is None:
+            self._housekeeping = asyncio.get_running_loop().create_task(self._tidy())
 
     def _connect(self, name: str, http: HttpSession, scope: Scope) -> HandshakeSession:
         headers = scope_headers(scope)
@@ -135,6 +149,7 @@ class Gateway:
             await asyncio.sleep(HOUSEKEEPING_SECONDS)
             self.pipeline.parking.expire()
             self.stateless.expire()
+            self.aggregate.stateless.expire()
             # A crash must not make an active session look idle to the next tray.
             self.store.flush(only_if_changed=True)
 

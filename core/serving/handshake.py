@@ -231,16 +231,7 @@ class HandshakeSession:
     async def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client
         session = client.session
-        info = params.get("clientInfo")
-        if (
-            session.kind != "bridge"  # a bridge names the client it speaks for
-            and isinstance(info, dict)
-            and isinstance(info.get("name"), str)
-        ):
-            session.client_name = info["name"]
-        capabilities = params.get("capabilities")
-        client.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-        client.info = dict(info) if isinstance(info, dict) else None
+        client.declare(params)
         pipeline = self.pipeline
         if session.id not in self._registry:
             self._registry[session.id] = self

@@ -39,8 +39,7 @@ from starlette.types import Scope
 from core.protocol.eras import Envelope
 from core.protocol.headers import CLIENT_HEADER, IDENTITY_HEADER, WORKER_HEADER
 from core.serving.fanout import Share
-from core.serving.pipeline import Pipeline
-from core.serving.sessions import ClientSession
+from core.serving.sessions import ClientSession, SessionTable
 
 #: A session whose client lives ends after this long without a request.
 STATELESS_IDLE_SECONDS: Final = 30 * 60
@@ -57,6 +56,19 @@ PEER_SECONDS: Final = 60.0
 
 #: (pid, its start time) of a process.
 Process = tuple[int, float]
+
+
+class SessionHost(Protocol):
+    """Where the sessions go: the pipeline (one server's endpoint) or the aggregate (a profile's)."""
+
+    @property
+    def sessions(self) -> SessionTable: ...
+
+    def open_session(self, session: ClientSession) -> None: ...
+
+    def close_session(self, session: ClientSession) -> None: ...
+
+    def release(self, session: ClientSession) -> None: ...
 
 
 class WorkerView(Protocol):
@@ -149,7 +161,7 @@ class StatelessClients:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: SessionHost,
         worker_alive: WorkerView,
         *,
         lookup: Callable[[int, list[int]], Process | None] = peer_process,

@@ -57,6 +57,20 @@ class Client:
     #: declared what is asked (``may_be_asked``); None where it cannot be asked.
     ask: ClientAsk | None = None
 
+    def declare(self, params: Mapping[str, Any]) -> None:
+        """Take what a handshake-era client says of itself in ``initialize``."""
+        session = self.session
+        info = params.get("clientInfo")
+        if (
+            session.kind != "bridge"  # a bridge names the client it speaks for
+            and isinstance(info, dict)
+            and isinstance(info.get("name"), str)
+        ):
+            session.client_name = info["name"]
+        capabilities = params.get("capabilities")
+        self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        self.info = dict(info) if isinstance(info, dict) else None
+
     @property
     def askable(self) -> bool:
         """The client declared something a server may ask it for."""

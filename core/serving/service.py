@@ -11,6 +11,7 @@ every child by the stop contract.
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import socket
@@ -22,7 +23,7 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
-from core.base.snapshot import WarningSnapshot, WorkerSnapshot
+from core.base.snapshot import ProfileSnapshot, WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
 from core.platform.memory import return_large_blocks
@@ -114,6 +115,7 @@ class TrayService:
             ),
             workers=lambda: tuple(WorkerSnapshot.from_row(row) for row in self.workers_json()),
             warnings=lambda: tuple(WarningSnapshot.from_row(row) for row in self.warnings_json()),
+            profiles=self.profiles,
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -203,6 +205,13 @@ class TrayService:
         rows = [WarningSnapshot.from_row(row) for row in found] + list(self.supervisor.notices())
         return [row.to_json() for row in rows]
 
+    def profiles(self) -> tuple[ProfileSnapshot, ...]:
+        """Each profile (and ``all``): its servers, tools, what it costs, who is connected."""
+        return self.gateway.aggregate.snapshots()
+
+    def profiles_json(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(profile) for profile in self.profiles()]
+
     def metrics(self) -> bytes:
         return self._metrics.render()
 
@@ -248,6 +257,8 @@ class TrayService:
     async def _serve(self, sock: socket.socket) -> None:
         routes = [
             *control_routes(self),
+            # Every enabled server at once (core.serving.aggregate).
+            Route("/mcp", self.gateway),
             Route("/mcp/{server}", self.gateway),
             # The MCP Inspector rewrites any URL that does not end in /mcp.
             Route("/{server}/mcp", self.gateway),

@@ -61,6 +61,8 @@ class ClientSession:
     release: Callable[[], Any] | None = None
     #: The client's roots (``roots/list`` result's ``roots``), once asked; None: not yet.
     roots: tuple[dict[str, Any], ...] | None = None
+    #: The aggregate endpoint the client reaches ``server`` through ("": its own endpoint).
+    via: str = ""
 
     @property
     def tripped(self) -> bool:
@@ -86,6 +88,7 @@ class ClientSession:
             worker_identity=self.worker_identity,
             ownership=ownership.status if ownership else None,
             ownership_detail=ownership.detail if ownership else "",
+            via=self.via,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -212,4 +215,5 @@ def session_json(session: SessionSnapshot) -> dict[str, Any]:
         "worker_identity": session.worker_identity,
         "ownership": session.ownership,
         "ownership_detail": session.ownership_detail,
+        "via": session.via,
     }

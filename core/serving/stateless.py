@@ -20,7 +20,7 @@ from starlette.types import Scope
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY, Envelope
 from core.protocol.stateless import StatelessContext
 from core.serving.fanout import Share
-from core.serving.identity import StatelessClients
+from core.serving.identity import StatelessClients, StatelessSession
 from core.serving.pipeline import Pipeline
 from core.serving.request import Client, Request
 from core.supervision.routing import Caller
@@ -88,28 +88,14 @@ class StatelessEndpoint:
         scope: Scope,
         headers: Mapping[str, str],
     ) -> dict[str, Any]:
-        seated = self.clients.known(self.name, envelope, scope, headers)
-        if seated is None:
-            seated = await self.clients.session_for(self.name, envelope, scope, headers)
-        client = Client(
-            seated.session,
-            modern=True,
-            capabilities=envelope.capabilities,
-            info=envelope.client_info,
-            log_level=envelope.log_level,
-        )
+        seated, client = await seat(self.clients, self.name, envelope, scope, headers)
         request = Request(client, method, params, ctx, ask=None, headers=headers)
         if method == "subscriptions/listen":
             return await self._listen(request, ctx, seated)
         return await self.pipeline.handle(request, seated)
 
     async def _listen(self, request: Request, ctx: StatelessContext, seated: Any) -> dict[str, Any]:
-        params = request.params
-        wanted = params.get("notifications")
-        filters = wanted if isinstance(wanted, dict) else {}
-        honoured: dict[str, Any] = {k: True for k in LISTEN_FILTERS if filters.get(k) is True}
-        uris = filters.get(RESOURCE_SUBSCRIPTIONS)
-        subscribed = [u for u in uris if isinstance(u, str)] if isinstance(uris, list) else []
+        honoured, subscribed = listen_filters(request.params)
         if subscribed:
             honoured[RESOURCE_SUBSCRIPTIONS] = subscribed
         pipeline = self.pipeline
@@ -121,17 +107,53 @@ class StatelessEndpoint:
         try:
             for uri in subscribed:
                 await share.subscribe(listener.key, uri, Caller(session=session))
-            ctx.related(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/subscriptions/acknowledged",
-                    "params": {
-                        "notifications": honoured,
-                        "_meta": {SUBSCRIPTION_ID_META_KEY: ctx.request_id},
-                    },
-                }
-            )
+            acknowledge(ctx, honoured)
             await asyncio.Event().wait()  # until the client hangs up (it cancels us)
         finally:
             share.leave(listener, pipeline.spawn)
         return {}  # pragma: no cover - only a hang-up ends a listen stream
+
+
+async def seat(
+    clients: StatelessClients,
+    name: str,
+    envelope: Envelope,
+    scope: Scope,
+    headers: Mapping[str, str],
+) -> tuple[StatelessSession, Client]:
+    """The client's session on endpoint ``name`` (found, or made), and the client as this
+    request's envelope declares it."""
+    seated = clients.known(name, envelope, scope, headers)
+    if seated is None:
+        seated = await clients.session_for(name, envelope, scope, headers)
+    client = Client(
+        seated.session,
+        modern=True,
+        capabilities=envelope.capabilities,
+        info=envelope.client_info,
+        log_level=envelope.log_level,
+    )
+    return seated, client
+
+
+def listen_filters(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What a ``subscriptions/listen`` asks for: the list changes honoured, the URIs."""
+    wanted = params.get("notifications")
+    filters = wanted if isinstance(wanted, dict) else {}
+    honoured: dict[str, Any] = {k: True for k in LISTEN_FILTERS if filters.get(k) is True}
+    uris = filters.get(RESOURCE_SUBSCRIPTIONS)
+    return honoured, [u for u in uris if isinstance(u, str)] if isinstance(uris, list) else []
+
+
+def acknowledge(ctx: StatelessContext, honoured: Mapping[str, Any]) -> None:
+    """The first message of a listen stream: what it will hear."""
+    ctx.related(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {
+                "notifications": dict(honoured),
+                "_meta": {SUBSCRIPTION_ID_META_KEY: ctx.request_id},
+            },
+        }
+    )

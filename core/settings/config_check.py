@@ -36,6 +36,7 @@ from core.settings.config_model import (
     TrayConfig,
 )
 from core.settings.paths import default_paths
+from core.settings.profiles import check_profiles
 
 #: A config is four levels deep (mcpServers, a server, its env, a value);
 #: deeper nesting is a mistake or an attack, refused before anything recurses.
@@ -214,6 +215,9 @@ class _Checker:
             self.path, problem, fix=fix, key=key_path(keys), line=_locate(self.text, keys)
         )
 
+    hint = staticmethod(did_you_mean)
+    describe = staticmethod(_describe)
+
     def values(self, data: object) -> None:
         """Refuse, anywhere in the document, what no setting can use: nesting
         past ``MAX_NESTING``, NaN and infinities (Python's json accepts them;
@@ -294,7 +298,8 @@ class _Checker:
                 fix='write "mcpServers": {"name": {"command": "...", "args": []}}',
             )
         servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
-        return TrayConfig(path=self.path, servers=servers, gateway=self.gateway(data))
+        profiles = check_profiles(data.get("profiles", {}), servers, self)
+        return TrayConfig(self.path, servers, self.gateway(data), profiles)
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})

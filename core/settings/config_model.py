@@ -1,4 +1,4 @@
-"""What a config holds: the servers, the gateway settings and their defaults.
+"""What a config holds: the servers, the gateway settings, the profiles and their defaults.
 
 Plain frozen dataclasses and the constants that bound them; reading a file
 (core.settings.filereader) and checking its JSON (core.settings.config_check)
@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
+
+from core.settings.profiles import ProfileConfig
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session", "per-workspace"]
@@ -39,7 +41,7 @@ SERVER_KEYS: Final = (
     "sharing",
     "protocol",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "$schema")
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "$schema")
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
 #: Largest request body the gateway accepts unless the config says otherwise.
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -102,6 +104,8 @@ class TrayConfig:
     path: Path
     servers: Mapping[str, ServerConfig]
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    #: By name; ``all`` is implied (core.settings.profiles).
+    profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
 
     @property
     def enabled(self) -> list[ServerConfig]:

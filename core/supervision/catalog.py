@@ -42,10 +42,14 @@ class Catalog:
         self.hints: dict[str, dict[str, Any]] = {}
         #: True once a handshake listed tools/resources/prompts at least once.
         self.known = False
+        #: Moves at every handshake and listing: what is built on the catalog (a
+        #: profile's view, core.serving.profile_view) knows when to build again.
+        self.revision = 0
 
     def adopt(self, handshake: Handshake) -> None:
         """Take what an ``initialize`` or ``server/discover`` result says about the server."""
         result = handshake.result
+        self.revision += 1
         self.modern = handshake.modern is not None
         if handshake.modern is not None:
             self.version = handshake.modern
@@ -70,6 +74,13 @@ class Catalog:
 
     async def refresh(self, upstream: Upstream, only: str | None = None) -> list[str]:
         """Re-list every kind (or ``only`` one); returns the kinds whose list changed."""
+        try:
+            return await self._relist(upstream, only)
+        finally:
+            # Also when a listing failed half-way: what was replaced before counts.
+            self.revision += 1
+
+    async def _relist(self, upstream: Upstream, only: str | None) -> list[str]:
         base = with_envelope(None, OWN_ENVELOPE) if self.modern else None
         changed = []
         for kind, method in LIST_KINDS.items():

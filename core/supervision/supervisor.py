@@ -18,6 +18,7 @@ from core.base.snapshot import (
     AlertKind,
     Event,
     EventKind,
+    ProfileSnapshot,
     SessionSnapshot,
     TraySnapshot,
     WarningSnapshot,
@@ -48,6 +49,7 @@ class Views:
     sessions: Callable[[], tuple[SessionSnapshot, ...]] = _none
     workers: Callable[[], tuple[WorkerSnapshot, ...]] = _none
     warnings: Callable[[], tuple[WarningSnapshot, ...]] = _none
+    profiles: Callable[[], tuple[ProfileSnapshot, ...]] = _none
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,7 @@ class Supervisor:
             sessions=_view(views.sessions, ()),
             workers=_view(views.workers, ()),
             warnings=_view(views.warnings, ()),
+            profiles=_view(views.profiles, ()),
         )
 
     # ------------------------------------------------------------- lifecycle

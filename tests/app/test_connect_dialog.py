@@ -279,3 +279,26 @@ def test_connect_client_opens_one_dialog_and_brings_it_forward_when_clicked_agai
     second = actions._connect_dialog
     assert second is not None and second is not first
     qtbot.addWidget(second)
+
+
+def test_a_profile_is_offered_as_one_entry_instead_of_one_per_server(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    shown = ConnectDialog(["echo", "notes"], make_entries, profiles=["coding"], home=tmp_path)
+    qtbot.addWidget(shown)
+    choose(shown, "cursor")
+    offered = [shown.what_box.itemData(i) for i in range(shown.what_box.count())]
+    assert offered == [None, "@all", "@coding"]
+
+    shown.what_box.setCurrentIndex(offered.index("@coding"))
+    diff = shown.preview.toPlainText()
+    assert '"mcp-tray-coding": {' in diff and '"echo"' not in diff
+    assert '"connect",' in diff and '"@coding"' in diff
+    assert not shown.server_list.isEnabled()
+    shown.install()
+    written = json.loads(client_config_path("cursor", home=tmp_path).read_text())
+    assert list(written["mcpServers"]) == ["mcp-tray-coding"]
+
+    shown.what_box.setCurrentIndex(0)  # back to one entry per server
+    assert shown.server_list.isEnabled()
+    assert '"echo": {' in shown.preview.toPlainText()

@@ -134,6 +134,14 @@ def test_set_rows_inserts_updates_and_removes_without_a_reset(
     assert recorder.resets == 0
 
 
+def test_a_session_reached_through_an_aggregate_endpoint_says_which() -> None:
+    model = SessionsModel()
+    model.set_rows([session("s1.echo", via="@coding"), session("s2")])
+    via = [c for c, _ in SessionsModel.COLUMNS].index("kind")
+    assert model.data(model.index(0, via)) == "http @coding"
+    assert model.data(model.index(1, via)) == "http"
+
+
 def test_servers_show_state_uptime_resources_and_the_parked_reason() -> None:
     model = ServersModel()
     now = NOW.timestamp()

@@ -26,7 +26,7 @@ from pytestqt.qtbot import QtBot
 from app.core_link import CoreLink
 from app.main import ask_running_instance_to_raise
 from app.models import ServersModel, ToolsModel
-from app.window import TAB_LOGS, TAB_WARNINGS, MainWindow
+from app.window import TAB_LOGS, TAB_PROFILES, TAB_WARNINGS, MainWindow
 from core.base.errors import McpTrayError
 from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
@@ -330,3 +330,34 @@ def test_a_quiet_servers_log_tab_shows_its_lifecycle_notes(qtbot: QtBot, cores: 
 
         until(qtbot, noted)
         assert "generation 1 spawned" in window.log_text()
+
+
+async def _connected(
+    core: CoreThread, connected: "concurrent.futures.Future[None]", go_on: asyncio.Event
+) -> None:
+    """A client of ``/mcp`` that stays connected until ``go_on``."""
+    async with http_client(core.service, "@all") as client:
+        await client.list_tools()
+        connected.set_result(None)
+        await go_on.wait()
+
+
+def test_the_profiles_tab_shows_what_each_profile_offers_costs_and_who_is_connected(
+    qtbot: QtBot, cores: StartCore
+) -> None:
+    core = cores({"echo": python_server(ECHO)})
+    wait_ready(qtbot, core, "echo")
+    tools = core.call(lambda: len(core.service.supervisor.server("echo").catalog.tools))
+    connected: concurrent.futures.Future[None] = concurrent.futures.Future()
+    go_on = asyncio.Event()
+    with open_window(core) as window:
+        until(qtbot, lambda: window.profiles.model.keys() == ["all"])
+        row = window.profiles.model.row("all")
+        assert row is not None and row.servers == ("echo",) and row.tools == tools
+        assert row.tokens == -(-row.tools_bytes // 4) > 0
+        assert window.tabs.tabText(TAB_PROFILES) == "Profiles"
+        after = core.submit(_connected(core, connected, go_on))
+        connected.result(timeout=30)
+        until(qtbot, lambda: (r := window.profiles.model.row("all")) is not None and r.sessions)
+        core.call(go_on.set)
+        after.result(timeout=30)

@@ -1,0 +1,497 @@
+"""One endpoint for many servers: ``/mcp`` (every enabled server) and ``/mcp/@NAME`` (a profile).
+
+A client of an aggregate endpoint sees one MCP server whose tools and
+prompts are its members' under ``SERVER__NAME`` and whose resources are
+theirs under their own URIs (core.serving.profile_view). Its session there
+(a ``Parent``) reaches each member through a session of its own with that
+member (a ``Link``, core.serving.aggregate_links), and every request for a
+member goes through the one request pipeline (core.serving.pipeline) as a
+request of ``/mcp/SERVER`` would: placement (a ``per-session`` or
+``per-workspace`` child of the link's own), the link's breaker, the call
+path (a respawn, one retry when it is safe), era translation. So what a
+server's own endpoint guarantees holds per member, in both eras:
+
+- a parked or breaker-open member answers its own calls with its own
+  reason, and only its link's breaker counts them: the others keep working;
+- isolation: the router attributes a member's request or log line to the
+  link whose call it belongs to, so it reaches only that client session;
+- ``list_changed``: when a member's lists change, a member restarts, or a
+  config edit changes what a profile offers, its clients are told, once
+  per kind for a burst (``LIST_CHANGED_COALESCE_SECONDS``).
+
+What the aggregate answers itself: ``initialize`` and ``server/discover``
+(its members' offer joined), ``ping``, the four lists, and
+``logging/setLevel`` (handed on to every link). A call to a tool the
+profile leaves out is refused with a message naming the profile.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from core import __version__
+from core.base.errors import CallError, RpcError
+from core.base.snapshot import Event, EventKind, ProfileSnapshot
+from core.base.states import ServerState
+from core.protocol.eras import (
+    MODERN_PROTOCOL_VERSIONS,
+    REMOVED_IN_MODERN,
+    as_complete,
+)
+from core.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
+from core.protocol.stateless import StatelessContext
+from core.protocol.streamable import StreamableHttp
+from core.serving.aggregate_eras import AggregateHandshake, AggregateStateless
+from core.serving.aggregate_links import Link, Parent
+from core.serving.identity import StatelessClients, WorkerView
+from core.serving.pipeline import LIST_METHODS, NoReply, Pipeline, shared_version
+from core.serving.placement import started
+from core.serving.profile_view import KINDS, ProfileView, build_view
+from core.serving.request import Request
+from core.serving.sessions import ClientSession, SessionTable
+from core.serving.stateless import RESOURCE_SUBSCRIPTIONS, Listener, acknowledge, listen_filters
+from core.settings.profiles import (
+    ALL_PROFILE,
+    endpoint_path,
+    find_profile,
+    profile_name,
+    target,
+)
+from core.supervision.routing import Caller
+
+#: A burst of list changes (a restart, a config edit, several members at once)
+#: is told to each client once per kind, this long after its first change.
+LIST_CHANGED_COALESCE_SECONDS: Final = 0.05
+#: Requests routed by a resource URI.
+URI_METHODS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+#: The view's list each list method answers from.
+VIEW_LISTS: Final = {
+    "tools": "tools",
+    "prompts": "prompts",
+    "resources": "resources",
+    "resourceTemplates": "templates",
+}
+#: The view kind each list_changed kind (or list) belongs to.
+KIND_OF: Final = {"tools": "tools", "prompts": "prompts", "resources": "resources"}
+
+
+class Aggregate:
+    """The aggregate endpoints, their client sessions, and what each profile offers."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        worker_alive: WorkerView,
+        *,
+        max_body_bytes: int,
+        coalesce_seconds: float = LIST_CHANGED_COALESCE_SECONDS,
+    ) -> None:
+        self.pipeline = pipeline
+        self.supervisor = pipeline.supervisor
+        self.max_body_bytes = max_body_bytes
+        self.coalesce_seconds = coalesce_seconds
+        #: Open client sessions, by id.
+        self.parents: dict[str, Parent] = {}
+        #: 2026-07-28 clients, keyed by their process like a server's own endpoint's.
+        self.stateless = StatelessClients(self, worker_alive)
+        self._endpoints: dict[str, StreamableHttp] = {}
+        #: Views, by profile, with what each was built from.
+        self._views: dict[str, tuple[tuple[object, ...], ProfileView]] = {}
+        self._reloads = 0
+        #: What each profile's clients were last told of (signatures), to see what changed.
+        self._announced: dict[str, dict[str, str]] = {}
+        self._generations: dict[str, int] = {}
+        #: Changes not yet told: kinds per member (restarts, lists) and per client session.
+        self._forced: dict[str, set[str]] = {}
+        self._pending: dict[str, set[str]] = {}
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._unsubscribe = self.supervisor.subscribe(self._on_event)
+
+    async def aclose(self) -> None:
+        self._unsubscribe()
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+        for endpoint in self._endpoints.values():
+            await endpoint.aclose()
+
+    # ------------------------------------------------------------- HTTP
+
+    async def serve(self, name: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """One HTTP request to ``/mcp`` or ``/mcp/@NAME``."""
+        profile = profile_name(name)
+        endpoint = self._endpoints.get(profile)
+        if endpoint is None and find_profile(self.supervisor.config.profiles, profile) is None:
+            known = ", ".join([ALL_PROFILE, *sorted(self.supervisor.config.profiles)])
+            message = f"no profile named {profile!r} (configured: {known})"
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            await JSONResponse(body, status_code=404)(scope, receive, send)
+            return
+        if endpoint is None:
+            where = target(profile)
+            endpoint = StreamableHttp(
+                lambda http, scope: AggregateHandshake.open(self, where, http, scope),
+                max_body_bytes=self.max_body_bytes,
+                stateless=AggregateStateless(self, where),
+            )
+            endpoint.start()
+            self._endpoints[profile] = endpoint
+        await endpoint.handle(scope, receive, send)
+
+    # ------------------------------------------------- sessions (SessionHost)
+
+    @property
+    def sessions(self) -> SessionTable:
+        return self.pipeline.sessions
+
+    def open_session(self, session: ClientSession) -> None:
+        """A 2026-07-28 client's new session (core.serving.identity made it)."""
+        self.open(Parent(session, profile_name(session.server), modern=True, on_lists=self.told))
+
+    def close_session(self, session: ClientSession) -> None:
+        parent = self.parents.get(session.id)
+        if parent is not None:
+            self.close(parent)
+
+    def release(self, session: ClientSession) -> None:
+        """A parent holds nothing of its own: each link releases what it holds."""
+
+    def open(self, parent: Parent) -> None:
+        self.parents[parent.session.id] = parent
+        self.pipeline.hooks.session_opened(parent.session)
+        self.supervisor.publish(Event(EventKind.SESSIONS, text=f"opened {parent.session.id}"))
+
+    def close(self, parent: Parent) -> None:
+        if self.parents.pop(parent.session.id, None) is None:
+            return
+        parent.session.closed = True
+        for link in parent.links.values():
+            self.pipeline.close_session(link.session)
+        self._pending.pop(parent.session.id, None)
+        self.pipeline.hooks.session_closed(parent.session)
+        self.supervisor.publish(Event(EventKind.SESSIONS, text=f"closed {parent.session.id}"))
+
+    async def link(self, parent: Parent, server: str, request: Request) -> Link:
+        """The parent's session with ``server`` (made at its first request for it)."""
+        found = parent.links.get(server)
+        if found is not None:
+            return found
+        session = ClientSession(
+            id=parent.link_id(server),
+            server=server,
+            kind=parent.session.kind,
+            client_name=parent.session.client_name,
+            worker_identity=parent.session.worker_identity,
+            roots=parent.session.roots,
+            via=target(parent.profile),
+        )
+        session.release = lambda: self.pipeline.release(session)
+        link = parent.links[server] = Link(parent, server, session, self.pipeline.seat)
+        # In the session table (its breaker, the Sessions tab); the parent has the registry row.
+        self.sessions.open(session)
+        if parent.level is not None:
+            await self._give_level(link, request, parent.level)
+        return link
+
+    # ------------------------------------------------------------- views
+
+    def view(self, profile: str) -> ProfileView:
+        """What ``profile`` offers now (built again when a member's catalog or the config moved)."""
+        config = self.supervisor.config
+        chosen = find_profile(config.profiles, profile)
+        if chosen is None:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"profile {profile!r} is no longer in the config ({config.path}); "
+                f"connect to another profile, or to {endpoint_path(target(ALL_PROFILE))}",
+            )
+        servers = self.supervisor.servers
+        stamp = (self._reloads, *((s.catalog.revision, s.catalog.known) for s in servers.values()))
+        cached = self._views.get(profile)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        view = build_view(
+            chosen, config.servers, {name: server.catalog for name, server in servers.items()}
+        )
+        self._views[profile] = (stamp, view)
+        return view
+
+    def profile_views(self) -> list[ProfileView]:
+        return [self.view(name) for name in (ALL_PROFILE, *self.supervisor.config.profiles)]
+
+    def snapshots(self) -> tuple[ProfileSnapshot, ...]:
+        """Every profile's figures, and the client sessions connected to it."""
+        connected: dict[str, list[str]] = {}
+        for parent in self.parents.values():
+            connected.setdefault(parent.profile, []).append(parent.session.client_name)
+        return tuple(
+            ProfileSnapshot(
+                name=view.name,
+                path=endpoint_path(target(view.name)),
+                servers=view.members,
+                tools=len(view.tools),
+                prompts=len(view.prompts),
+                resources=len(view.resources) + len(view.templates),
+                tokens=view.tokens,
+                tools_bytes=view.tools_bytes,
+                renamed=tuple(view.renamed),
+                warnings=tuple(view.warnings()),
+                sessions=tuple(sorted(connected.get(view.name, ()))),
+            )
+            for view in self.profile_views()
+        )
+
+    async def _members_started(self, profile: str) -> ProfileView:
+        """The view once its members starting for the first time have listed (bounded)."""
+        view = self.view(profile)
+        if view.waiting:
+            servers = self.supervisor.servers
+            await asyncio.gather(*(started(servers[name]) for name in view.waiting))
+            view = self.view(profile)
+        self._announced.setdefault(profile, view.signature)
+        return view
+
+    # ----------------------------------------------------------- answers
+
+    def _offer(self, view: ProfileView) -> dict[str, Any]:
+        resources: dict[str, Any] = {"listChanged": True}
+        if view.subscribe:
+            resources["subscribe"] = True
+        capabilities: dict[str, Any] = {
+            "tools": {"listChanged": True},
+            "prompts": {"listChanged": True},
+            "resources": resources,
+        }
+        if view.logging:
+            capabilities["logging"] = {}
+        if view.completions:
+            capabilities["completions"] = {}
+        return capabilities
+
+    def _info(self, view: ProfileView) -> dict[str, Any]:
+        where = target(view.name)
+        return {
+            "name": "mcp-tray",
+            "title": f"mcp-tray {where}: {', '.join(view.members) or 'no servers'}",
+            "version": __version__,
+        }
+
+    async def hello(self, parent: Parent, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``initialize``: the members' offer, joined."""
+        view = await self._members_started(parent.profile)
+        result: dict[str, Any] = {
+            "protocolVersion": shared_version(params.get("protocolVersion"), view.oldest_version),
+            "capabilities": self._offer(view),
+            "serverInfo": self._info(view),
+        }
+        if view.instructions:
+            result["instructions"] = view.instructions
+        return result
+
+    async def discover(self, profile: str) -> dict[str, Any]:
+        """``server/discover``: the same offer, for a 2026-07-28 client."""
+        view = await self._members_started(profile)
+        result: dict[str, Any] = {
+            "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+            "capabilities": self._offer(view),
+        }
+        if view.instructions:
+            result["instructions"] = view.instructions
+        return as_complete(result, "server/discover", self._info(view))
+
+    async def handle(self, parent: Parent, request: Request) -> dict[str, Any]:
+        """One request of a parent: answered here, or routed to its member."""
+        client = request.client
+        method = request.method
+        if client.modern:
+            if method == "server/discover":
+                return await self.discover(parent.profile)
+            if method in REMOVED_IN_MODERN:
+                raise RpcError(METHOD_NOT_FOUND, f"{method!r} is not part of MCP 2026-07-28")
+        elif method == "ping":
+            return {}
+        view = self.view(parent.profile)
+        parent.session.requests += 1
+        if method in LIST_METHODS:
+            kind = LIST_METHODS[method]
+            listed = {kind: list(getattr(view, VIEW_LISTS[kind]))}
+            return as_complete(listed, method, self._info(view)) if client.modern else listed
+        if method == "logging/setLevel":
+            return await self._set_level(parent, request)
+        server, params = self._route(view, method, request.params)
+        link = parent.links.get(server) or await self.link(parent, server, request)
+        routed = Request(
+            link.client(client), method, params, request.reply, request.ask, request.headers
+        )
+        call = parent.calling(server, request.reply)
+        try:
+            return await self.pipeline.handle(routed, link)
+        finally:
+            parent.called(call)
+            if parent.session.roots is None:
+                parent.session.roots = link.session.roots  # later links start from them
+
+    def _route(
+        self, view: ProfileView, method: str, params: Mapping[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The member a request goes to, and its params as that member knows them."""
+        if method in ("tools/call", "prompts/get"):
+            kind = "tool" if method == "tools/call" else "prompt"
+            name = params.get("name")
+            routes = view.tool_routes if kind == "tool" else view.prompt_routes
+            route = None
+            if isinstance(name, str):
+                # A member that never listed answers for itself (its tools' globs apply).
+                route = routes.get(name) or (view.pending_route(name) if kind == "tool" else None)
+            if route is None:
+                raise RpcError(INVALID_PARAMS, self._refusal(view, kind, name))
+            return route.server, {**params, "name": route.name}
+        if method in URI_METHODS:
+            return self._owner(view, params.get("uri")), dict(params)
+        if method == "completion/complete":
+            ref = params.get("ref")
+            ref = ref if isinstance(ref, dict) else {}
+            if ref.get("type") == "ref/prompt":
+                server, inner = self._route(view, "prompts/get", {"name": ref.get("name")})
+                return server, {**params, "ref": {**ref, "name": inner["name"]}}
+            return self._owner(view, ref.get("uri")), dict(params)
+        raise RpcError(
+            METHOD_NOT_FOUND,
+            f"{method!r} is not served by an aggregate endpoint; a server's own endpoint "
+            "(/mcp/SERVER) relays it",
+        )
+
+    def _owner(self, view: ProfileView, uri: object) -> str:
+        owner = view.resource_owner(uri) if isinstance(uri, str) else None
+        if owner is None:
+            where = "no server" if view.name == ALL_PROFILE else f"no server of {view.name!r}"
+            raise RpcError(INVALID_PARAMS, f"{where} offers the resource {uri!r}")
+        return owner
+
+    def _refusal(self, view: ProfileView, kind: str, name: object) -> str:
+        everything = self.view(ALL_PROFILE) if view.name != ALL_PROFILE else None
+        text = view.refusal(kind, str(name), everything)
+        if view.name != ALL_PROFILE:
+            text += f' (see "profiles": {{"{view.name}": ...}} in {self.supervisor.config.path})'
+        return text
+
+    async def _set_level(self, parent: Parent, request: Request) -> dict[str, Any]:
+        level = request.params.get("level")
+        if not isinstance(level, str):
+            raise RpcError(INVALID_PARAMS, "logging/setLevel needs a string 'level'")
+        parent.level = level
+        for link in list(parent.links.values()):
+            seat = self.pipeline.seat(link.session)
+            if seat is not None:
+                with contextlib.suppress(CallError, RpcError):
+                    await seat.share.set_level(link.key, level, Caller(session=link.key))
+        return {}
+
+    async def _give_level(self, link: Link, request: Request, level: str) -> None:
+        """A new link hears the member's log lines at the level its client set."""
+        seated = Request(link.client(request.client), "logging/setLevel", {}, NoReply(), None)
+        with contextlib.suppress(CallError, RpcError):
+            server = await self.pipeline.server_for(seated, link)
+            await self.pipeline.share(server).set_level(link.key, level, Caller(session=link.key))
+
+    async def roots_changed(self, parent: Parent) -> None:
+        """A handshake-era client says its roots changed: each link learns them again."""
+        parent.session.roots = None
+        assert parent.client is not None
+        for link in list(parent.links.values()):
+            await self.pipeline.roots_changed(link.client(parent.client), link)
+
+    async def listen(self, parent: Parent, request: Request) -> dict[str, Any]:
+        """A 2026-07-28 client's ``subscriptions/listen``: list changes come from here,
+        resource updates from the members that own the URIs."""
+        ctx = request.reply
+        assert isinstance(ctx, StatelessContext)
+        honoured, wanted = listen_filters(request.params)
+        view = self.view(parent.profile)
+        owned = [(uri, owner) for uri in wanted if (owner := view.resource_owner(uri))]
+        if owned:
+            honoured[RESOURCE_SUBSCRIPTIONS] = [uri for uri, _ in owned]
+        key = f"{parent.session.id}/listen/{ctx.request_id}"
+        parent.listeners[key] = Listener(parent.session.id, key, ctx, honoured)
+        joined = []
+        try:
+            for uri, owner in owned:
+                link = await self.link(parent, owner, request)
+                routed = Request(link.client(request.client), request.method, {}, ctx, None)
+                share = self.pipeline.share(await self.pipeline.server_for(routed, link))
+                # Resource updates only: list changes come once, from the aggregate.
+                member = Listener(link.key, f"{link.key}/listen/{ctx.request_id}", ctx, {})
+                share.join(member)
+                joined.append((share, member))
+                await share.subscribe(member.key, uri, Caller(session=link.key))
+            acknowledge(ctx, honoured)
+            await asyncio.Event().wait()  # until the client hangs up (it cancels us)
+        finally:
+            parent.listeners.pop(key, None)
+            for share, member in joined:
+                share.leave(member, self.pipeline.spawn)
+        return {}  # pragma: no cover - only a hang-up ends a listen stream
+
+    # ------------------------------------------------------- list_changed
+
+    def told(self, parent: Parent, kind: str) -> None:
+        """A member's share told one of this parent's links that a list changed."""
+        if kind in KIND_OF:
+            self._pending.setdefault(parent.session.id, set()).add(KIND_OF[kind])
+            self._schedule()
+
+    def _on_event(self, event: Event) -> None:
+        server = event.server
+        if event.kind is EventKind.CONFIG:
+            if event.alert is not None:
+                return  # a refused edit changes nothing
+            self._reloads += 1
+        elif server not in self.supervisor.servers:
+            return  # a child made for a session: its links hear it themselves
+        elif event.kind is EventKind.LISTS and event.text in KIND_OF:
+            self._forced.setdefault(server, set()).add(KIND_OF[event.text])
+        elif (
+            event.kind is EventKind.STATE
+            and event.snapshot is not None
+            and event.snapshot.state is ServerState.READY
+            and self._generations.get(server) != event.snapshot.generation
+        ):
+            # A member (re)started: what it offers may be new, whatever it says.
+            self._generations[server] = event.snapshot.generation
+            offered = self.supervisor.servers[server].catalog.capabilities
+            self._forced[server] = {kind for kind in KINDS if kind in offered}
+        else:
+            return
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._flush_at is None and self.parents:
+            loop = asyncio.get_running_loop()
+            self._flush_at = loop.call_later(self.coalesce_seconds, self._flush)
+        elif not self.parents:
+            self._forced.clear()
+
+    def _flush(self) -> None:
+        self._flush_at = None
+        forced, self._forced = self._forced, {}
+        pending, self._pending = self._pending, {}
+        by_profile: dict[str, list[Parent]] = {}
+        for parent in self.parents.values():
+            by_profile.setdefault(parent.profile, []).append(parent)
+        for profile, parents in by_profile.items():
+            try:
+                view = self.view(profile)
+            except RpcError:
+                changed = set(KINDS)  # the profile went: its lists are gone
+            else:
+                before = self._announced.get(profile, view.signature)
+                changed = {kind for kind in KINDS if before.get(kind) != view.signature.get(kind)}
+                self._announced[profile] = view.signature
+                for member in view.members:
+                    changed |= forced.get(member, set())
+            for parent in parents:
+                for kind in sorted(changed | pending.pop(parent.session.id, set())):
+                    parent.post({"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"})
