@@ -230,6 +230,8 @@ async def test_the_inspector_s_url_shape_reaches_the_same_server(
         "/mcp/echo/",
         "/mcp/a%2Fb",
         "/mcp/echo.v2-x_y",
+        "/mcp/@coding",
+        "/@coding/mcp",
         "/api/v1/status",
         "/metrics",
         "/",
@@ -237,13 +239,18 @@ async def test_the_inspector_s_url_shape_reaches_the_same_server(
 )
 def test_the_gateway_s_own_dispatch_names_the_server_starlette_s_routes_would(path: str) -> None:
     # An ASGI app, as the gateway is (a plain function would be a GET endpoint).
-    routes = [Route("/mcp/{server}", _NeverCalled()), Route("/{server}/mcp", _NeverCalled())]
+    # The service's gateway routes, in its order: /mcp itself is every server ("").
+    routes = [
+        Route("/mcp", _NeverCalled()),
+        Route("/mcp/{server}", _NeverCalled()),
+        Route("/{server}/mcp", _NeverCalled()),
+    ]
     scope = {"type": "http", "path": path, "root_path": "", "method": "POST"}
     matched = None
     for route in routes:
         match, child = route.matches(scope)
         if match is Match.FULL:
-            matched = child["path_params"]["server"]
+            matched = child["path_params"].get("server", "")
             break
 
     assert gateway_server(path) == matched

@@ -20,6 +20,7 @@ from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER, decode_headers
 from core.protocol.http_session import HttpSession, RequestContext
 from core.protocol.stateless import StatelessContext
 from core.serving.aggregate_links import Parent
+from core.serving.handshake import ask_client
 from core.serving.identity import StatelessClients
 from core.serving.request import Client, Request
 from core.serving.sessions import ClientSession, SessionTable
@@ -83,16 +84,12 @@ class AggregateHandshake:
         return cls(aggregate, parent, http)
 
     async def _ask_outside(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """A member's request not tied to a call: on the session's GET stream."""
-        self.client.may_be_asked(method)
-        return await self.http.client_request(method, params)
+        return await ask_client(self.client, self.http, method, params)
 
     async def _ask_during(
         self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        """A member's request made during the client's request: on that request's stream."""
-        self.client.may_be_asked(method)
-        return await self.http.client_request(method, params, via=ctx)
+        return await ask_client(self.client, self.http, method, params, via=ctx)
 
     # ------------------------------------------------------ Handler protocol
 

@@ -26,6 +26,20 @@ from core.serving.sessions import ClientSession
 from core.supervision.routing import Caller
 
 
+async def ask_client(
+    client: Client,
+    http: HttpSession,
+    method: str,
+    params: Mapping[str, Any] | None,
+    *,
+    via: RequestContext | None = None,
+) -> dict[str, Any]:
+    """A server's request to a handshake-era client, if it declared what it takes: made during
+    the client's request ``via``, on that request's stream; else on the session's GET stream."""
+    client.may_be_asked(method)
+    return await http.client_request(method, params, via=via)
+
+
 class HandshakeSession:
     """One handshake-era client session: a member of its child's share."""
 
@@ -148,16 +162,12 @@ class HandshakeSession:
     # ------------------------------------------------- asking the client
 
     async def _ask_outside(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """A server request not tied to a call: on the session's GET stream."""
-        self.client.may_be_asked(method)
-        return await self.http.client_request(method, params)
+        return await ask_client(self.client, self.http, method, params)
 
     async def _ask_during(
         self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        """A server request made during the client's request: on that request's stream."""
-        self.client.may_be_asked(method)
-        return await self.http.client_request(method, params, via=ctx)
+        return await ask_client(self.client, self.http, method, params, via=ctx)
 
     # ------------------------------------------------------- share member
 
