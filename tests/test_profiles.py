@@ -138,6 +138,23 @@ def test_a_member_that_has_not_listed_yet_gets_its_names_routed_to_it() -> None:
     assert any("'ghost' has not listed" in w for w in view.warnings())
 
 
+def test_a_tool_of_a_server_outside_the_profile_is_refused_naming_it_even_before_it_listed() -> (
+    None
+):
+    # "a" is still starting (or parked): its tools are unknown, its prefix is not.
+    everything = build_view(EVERYTHING, servers("a", "b"), {"a": Catalog(), "b": catalog(["echo"])})
+    coding = build_view(
+        ProfileConfig("coding", ("b",), tools=("b__*",)),
+        servers("a", "b"),
+        {"b": catalog(["echo"])},
+    )
+    refusal = coding.refusal("tool", "a__echo", everything)
+    assert refusal.startswith("tool 'a__echo' is not in profile 'coding'")
+    assert "its server 'a' is not one of the profile's servers (b)" in refusal
+    unknown = coding.refusal("tool", "zz__echo", everything)
+    assert unknown.startswith("no server of profile 'coding' offers a tool named 'zz__echo'")
+
+
 # -------------------------------------------------------------- resources
 
 

@@ -225,8 +225,12 @@ class ProfileView:
         routes: Mapping[str, Route] = {}
         if everything is not None:
             routes = everything.tool_routes if kind == "tool" else everything.prompt_routes
-        if name in routes and self.name != ALL_PROFILE:
-            server = routes[name].server
+        server = routes[name].server if name in routes else None
+        if server is None and everything is not None:
+            # A server that has not listed yet (starting, parked) is still known by its prefix.
+            named = [m for m in everything.members if name.startswith(m + NAME_SEPARATOR)]
+            server = max(named, key=len) if named else None
+        if server is not None and server not in self.members and self.name != ALL_PROFILE:
             return (
                 f"{kind} {name!r} is not in profile {self.name!r}: its server {server!r} is not "
                 f"one of the profile's servers ({', '.join(self.members) or 'none'})"
