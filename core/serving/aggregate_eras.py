@@ -16,14 +16,14 @@ from typing import Any, Protocol
 from starlette.types import Scope
 
 from core.protocol.eras import Envelope
-from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER, decode_headers
+from core.protocol.headers import scope_headers
 from core.protocol.http_session import HttpSession, RequestContext
 from core.protocol.stateless import StatelessContext
 from core.serving.aggregate_links import Parent
-from core.serving.handshake import ask_client
+from core.serving.handshake import ask_client, handshake_session
 from core.serving.identity import StatelessClients
 from core.serving.request import Client, Request
-from core.serving.sessions import ClientSession, SessionTable
+from core.serving.sessions import SessionTable
 from core.serving.stateless import seat
 from core.settings.profiles import profile_name
 
@@ -70,16 +70,7 @@ class AggregateHandshake:
     def open(
         cls, aggregate: Aggregate, where: str, http: HttpSession, scope: Scope
     ) -> "AggregateHandshake":
-        headers = decode_headers(scope["headers"])
-        bridge_client = headers.get(CLIENT_HEADER)
-        session = ClientSession(
-            id=http.id,
-            server=where,
-            kind="bridge" if bridge_client else "http",
-            worker_identity=headers.get(WORKER_HEADER),
-        )
-        if bridge_client:
-            session.client_name = bridge_client
+        session = handshake_session(http.id, where, scope_headers(scope))
         parent = Parent(session, profile_name(where), modern=False, on_lists=aggregate.told)
         return cls(aggregate, parent, http)
 

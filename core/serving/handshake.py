@@ -26,6 +26,21 @@ from core.serving.sessions import ClientSession
 from core.supervision.routing import Caller
 
 
+def handshake_session(session_id: str, where: str, headers: Mapping[str, str]) -> ClientSession:
+    """A handshake-era session as its ``initialize`` request shows it: a bridge names its
+    client and worker row in headers; anything else is a direct HTTP client."""
+    bridge_client = headers.get(CLIENT_HEADER)
+    session = ClientSession(
+        id=session_id,
+        server=where,
+        kind="bridge" if bridge_client else "http",
+        worker_identity=headers.get(WORKER_HEADER),
+    )
+    if bridge_client:
+        session.client_name = bridge_client
+    return session
+
+
 async def ask_client(
     client: Client,
     http: HttpSession,
@@ -76,16 +91,7 @@ class HandshakeSession:
         registry: dict[str, "HandshakeSession"],
         store: SessionStore,
     ) -> "HandshakeSession":
-        bridge_client = headers.get(CLIENT_HEADER)
-        session = ClientSession(
-            id=http.id,
-            server=name,
-            kind="bridge" if bridge_client else "http",
-            worker_identity=headers.get(WORKER_HEADER),
-        )
-        if bridge_client:
-            session.client_name = bridge_client
-        client = Client(session, modern=False)
+        client = Client(handshake_session(http.id, name, headers), modern=False)
         return cls(pipeline, http, client, registry, store)
 
     @classmethod
