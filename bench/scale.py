@@ -45,7 +45,7 @@ loop); uvloop must be installed in the venv (``pip install uvloop``).
 ``--baseline DIR`` adds, for each loop, a tray running the code of another
 checkout (``git archive main | tar -x -C DIR``) on this venv, labelled
 ``LOOP@base``, interleaved the same way: a change's before and after in one
-run. ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
+run (for opens, each count runs on this checkout's tray, then on the baseline's). ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
 figures then include cProfile's own cost; the others' do not).
 
 Targets (issue 20): <= 2 ms of tray CPU per session opened at 1,000
@@ -59,12 +59,12 @@ reproduces it. Run: .venv/bin/python bench/scale.py
 import argparse
 import asyncio
 import contextlib
+import json
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,38 +253,62 @@ async def call(client: RawHttpClient) -> float:
 
 
 class Probe:
-    """One session calling echo at a steady pace; its latencies by phase."""
+    """One session calling echo at a steady pace, in a process of its own (bench/probe.py):
+    its latencies by phase are the tray's, not this process's loop's."""
 
-    def __init__(self, client: RawHttpClient) -> None:
-        self.client = client
-        self.phase = "before"
-        self.latencies: dict[str, list[float]] = defaultdict(list)
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+        self.latencies: dict[str, list[float]] = {}
+
+    @classmethod
+    async def started(cls, tray: Tray) -> "Probe":
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(Path(__file__).with_name("probe.py")),
+            f"{tray.url}/mcp/echo",
+            tray.token,
+            "--interval",
+            str(PROBE_INTERVAL_SECONDS),
+            "--warmup",
+            str(WARMUP_CALLS),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        probe = cls(process)
+        await probe._expect("ready")
+        return probe
+
+    async def _tell(self, command: str) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{command}\n".encode())
+        await self._process.stdin.drain()
+
+    async def _expect(self, answer: str) -> str:
+        assert self._process.stdout is not None
+        line = (await self._process.stdout.readline()).decode().strip()
+        if not line.startswith(answer):
+            raise BenchError(f"the probe said {line!r}, not {answer!r}")
+        return line
+
+    async def phase(self, name: str) -> None:
+        await self._tell(f"phase {name}")
 
     async def start(self) -> None:
-        reader = self.client.reader
-        if reader is not None and reader.at_eof():
-            # Idle past the tray's keep-alive (75 s) while it settled: the session lives on.
-            await self.client.connect()
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._run())
+        await self._tell("run")
 
     async def stop(self) -> None:
-        """After the call in flight: cut mid-call, the client would read that
-        call's answer as the next one's."""
-        if self._task is not None:
-            self._stopping.set()
-            await self._task
-            self._task = None
+        """After the call in flight."""
+        await self._tell("pause")
+        await self._expect("paused")
 
-    async def _run(self) -> None:
-        due = time.perf_counter()
-        while not self._stopping.is_set():
-            self.latencies[self.phase].append(await call(self.client))
-            due = max(due + PROBE_INTERVAL_SECONDS, time.perf_counter())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), due - time.perf_counter())
+    async def close(self) -> None:
+        if self._process.returncode is None:
+            with contextlib.suppress(ConnectionError, BenchError):
+                await self._tell("report")
+                self.latencies = json.loads(await self._expect("{"))
+        with contextlib.suppress(ProcessLookupError):
+            self._process.kill()
+        await self._process.wait()
 
 
 # ------------------------------------------------------------------ opens
@@ -354,16 +378,14 @@ async def measure_opens(
     result = Opens(count, idle_seconds, rate)
     pool = Pool(tray)
     await pool.connect(OPEN_CONCURRENCY)
-    probe = Probe(await connected_session(tray))
+    probe = await Probe.started(tray)
     try:
-        for _ in range(WARMUP_CALLS):
-            await call(probe.client)
         result.idle_rate_before = await _rate(process, BASELINE_SECONDS)
         _look(result, process, home, "before")
         await probe.start()
         result.probe_rate = await _rate(process, BASELINE_SECONDS)
 
-        probe.phase = "burst"
+        await probe.phase("burst")
         sessions: list[RawHttpClient] = []
         began, cpu_began = time.perf_counter(), cpu_seconds(process)
 
@@ -393,11 +415,10 @@ async def measure_opens(
         result.quiet_after, result.cpu_after = await until_quiet(
             process, result.idle_rate_before + QUIET_MARGIN
         )
-        probe.phase = "after"
+        await probe.phase("after")
         await probe.start()
         await asyncio.sleep(BASELINE_SECONDS)
         await probe.stop()
-        result.probe = dict(probe.latencies)
 
         result.idle_rate = await _rate(process, idle_seconds)
         _look(result, process, home, "idle")
@@ -413,8 +434,8 @@ async def measure_opens(
         await asyncio.sleep(1.0)
         _look(result, process, home, "closed")
     finally:
-        await probe.stop()
-        await probe.client.aclose()
+        await probe.close()
+        result.probe = probe.latencies
         pool.close()
     return result
 
@@ -631,21 +652,29 @@ def _command(*args: str) -> str:
 async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
     loops: Sequence[str] = args.loops
     if args.only in (None, "opens"):
+        # With --baseline, each count runs on this checkout's tray, then on the baseline's.
+        codes: list[Path | None] = [None] if args.baseline is None else [None, args.baseline]
         for count in args.opens:
-            home = homes()
-            with running_tray(home, loops[0], args.child) as tray:
-                result = await measure_opens(tray, home, count, args.idle_seconds, args.open_rate)
-            report_opens(
-                result,
-                _command(
-                    "--only opens",
-                    f"--opens {count}",
-                    f"--idle-seconds {args.idle_seconds:g}",
-                    f"--open-rate {args.open_rate:g}",
-                    f"--loops {loops[0]}",
-                    f"--child {args.child}",
-                ),
-            )
+            for code in codes:
+                home = homes()
+                with running_tray(home, loops[0], args.child, code) as tray:
+                    result = await measure_opens(
+                        tray, home, count, args.idle_seconds, args.open_rate
+                    )
+                if args.baseline is not None:
+                    print(f"\n{'baseline ' + str(code) if code else 'this checkout'}:", end="")
+                report_opens(
+                    result,
+                    _command(
+                        "--only opens",
+                        f"--opens {count}",
+                        f"--idle-seconds {args.idle_seconds:g}",
+                        f"--open-rate {args.open_rate:g}",
+                        f"--loops {loops[0]}",
+                        f"--child {args.child}",
+                        *([f"--baseline {args.baseline}"] if args.baseline else []),
+                    ),
+                )
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
             trays = {

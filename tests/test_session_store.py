@@ -7,8 +7,14 @@ does); the file is read back as the next tray reads it.
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
+from core.platform.files import write_private
+from core.serving import session_store
 from core.serving.session_store import WRITE_DELAY_SECONDS, SavedSession, SessionStore
 from tests.conftest import wait_until
 
@@ -79,3 +85,35 @@ def test_outside_a_loop_a_change_is_written_at_once_and_activity_reaches_the_nex
     following.load(now=300.0)
     adopted = following.adopt("echo", "s1")
     assert adopted is not None and adopted.last_active == 250.0
+
+
+async def test_the_file_is_written_off_the_loop_and_a_flush_meanwhile_has_the_last_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow disk holds a worker thread, never the loop; a flush at shutdown waits for
+    that write and then writes the newer state, which stays."""
+    path = tmp_path / "http-sessions.json"
+    writers: list[int] = []
+    slow = threading.Event()
+
+    def recording(target: Path, text: str) -> None:
+        writers.append(threading.get_ident())
+        if len(writers) == 1:
+            slow.set()
+            time.sleep(1.0)  # the disk is slow for the first write
+        write_private(target, text)
+
+    monkeypatch.setattr(session_store, "write_private", recording)
+    store = SessionStore(path)
+    store.put(session(1))
+    began = time.monotonic()
+    await asyncio.wait_for(asyncio.to_thread(slow.wait), 5)
+    # The loop turns freely while the thread writes.
+    await asyncio.sleep(0.01)
+    assert time.monotonic() - began < 0.9
+    assert writers[0] != threading.get_ident()
+    store.put(session(2))
+    store.flush()  # the shutdown's write, on this thread, after the slow one
+    assert written(path) == ["s1", "s2"]
+    await asyncio.sleep(WRITE_DELAY_SECONDS * 4)
+    assert written(path) == ["s1", "s2"]

@@ -60,6 +60,7 @@ from core.protocol.jsonrpc import (
     valid_id,
 )
 from core.protocol.stateless import StatelessHandler, handle_stateless
+from core.protocol.turns import LoopTurns
 from core.protocol.wire import (
     ANSWERED,
     DEFAULT_MAX_BODY_BYTES,
@@ -115,6 +116,8 @@ class StreamableHttp:
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, HttpSession] = {}
         self._reaper: asyncio.Task[None] | None = None
+        #: Opens take turns behind the calls of open sessions (core.protocol.turns).
+        self._opens = LoopTurns()
 
     def start(self) -> None:
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
@@ -194,7 +197,7 @@ class StreamableHttp:
 
     async def _post(self, exchange: _Exchange) -> None:
         session = exchange.session
-        seq = _sequence(exchange.headers) if session is not None else None
+        seq = sequence_number(exchange.headers) if session is not None else None
         try:
             await self._post_numbered(exchange, seq)
         finally:
@@ -217,6 +220,7 @@ class StreamableHttp:
         is_request = isinstance(method, str) and "id" in message
         if is_request and method == "initialize":
             if session_id is None:
+                await self._opens.wait()
                 await self._initialize(exchange, message)
             else:
                 await error(
@@ -231,17 +235,33 @@ class StreamableHttp:
         if session is None:
             await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
-        session.last_active = time.monotonic()
         if is_request:
-            reply = Reply(
-                send, {SESSION_HEADER: session.id}, 1, batch=False, stream_id=session.stream_id()
-            )
-            await self._request(session, message, reply, seq)
+            await self._one_request(session, message, seq, send)
             return
+        session.last_active = time.monotonic()
         # Handled before the 202, so a client that waits for it knows its
         # notification (a cancellation, roots/list_changed) took effect.
         await self._one_way(session, message, seq)
         await respond(send, 202, b"", JSON_TYPE)
+
+    async def serve_request(
+        self, session: HttpSession, message: dict[str, Any], seq: int | None, send: Send
+    ) -> None:
+        """One request of an open session, already read and checked (core.serving.express
+        makes sure the checks of ``handle`` would have let it through)."""
+        try:
+            await self._one_request(session, message, seq, send)
+        finally:
+            await session.pass_turn(seq)
+
+    async def _one_request(
+        self, session: HttpSession, message: dict[str, Any], seq: int | None, send: Send
+    ) -> None:
+        session.last_active = time.monotonic()
+        reply = Reply(
+            send, {SESSION_HEADER: session.id}, 1, batch=False, stream_id=session.stream_id()
+        )
+        await self._request(session, message, reply, seq)
 
     async def _batch(self, exchange: _Exchange, messages: list[Any], seq: int | None) -> None:
         """A JSON-RPC batch: allowed by 2025-03-26 only (later revisions removed it)."""
@@ -473,7 +493,7 @@ async def _run(
     return {"jsonrpc": "2.0", "id": ctx.request_id, "result": result}
 
 
-def _sequence(headers: Mapping[str, str]) -> int | None:
+def sequence_number(headers: Mapping[str, str]) -> int | None:
     raw = headers.get(SEQUENCE_HEADER)
     if raw is None or not raw.isdigit():
         return None

@@ -125,6 +125,13 @@ class Gateway:
             self._start_housekeeping()
         await endpoint.handle(scope, receive, send)
 
+    def served_endpoint(self, name: str) -> StreamableHttp | None:
+        """The endpoint of server ``name`` when it is configured and already served (the
+        express lane's question: core.serving.express); None sends a request the full way."""
+        if name not in self.supervisor.servers:
+            return None
+        return self._endpoints.get(name)
+
     def _start_housekeeping(self) -> None:
         if self._housekeeping is None:
             self._housekeeping = asyncio.get_running_loop().create_task(self._tidy())

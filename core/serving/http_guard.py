@@ -30,9 +30,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 logger = logging.getLogger(__name__)
 
@@ -119,13 +119,31 @@ class ConnectionGuard:
         return idle
 
 
-def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
-    """uvicorn's httptools protocol with ``guard``'s deadline and cap (for ``Config(http=...)``)."""
-    return type("GuardedHttpProtocol", (GuardedProtocol,), {"guard": guard})
+class LaneTicket(Protocol):
+    """A request whose head qualified for the express lane (core.serving.express.Ticket)."""
+
+    def message(self, body: bytes) -> dict[str, Any] | None: ...
+
+    def app(self, message: dict[str, Any]) -> Any: ...
+
+
+class Lane(Protocol):
+    """Whether a request may take the express lane (core.serving.express.Express)."""
+
+    def ticket(self, url: bytes, raw: list[tuple[bytes, bytes]]) -> LaneTicket | None: ...
+
+
+def guarded_protocol(
+    guard: ConnectionGuard, express: Lane | None = None
+) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with ``guard``'s deadline and cap, and ``express``'s lane
+    for plain tool calls (core.serving.express), for ``Config(http=...)``."""
+    return type("GuardedHttpProtocol", (GuardedProtocol,), {"guard": guard, "express": express})
 
 
 class GuardedProtocol(HttpToolsProtocol):
     guard: ConnectionGuard
+    express: Lane | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -133,11 +151,15 @@ class GuardedProtocol(HttpToolsProtocol):
         #: When the request being read must be complete (loop time), None between requests.
         self._due: float | None = None
         self._reading = False
+        #: The request being read qualified for the express lane by its head: its
+        #: cycle waits for the body (``_held``), which decides.
+        self._ticket: LaneTicket | None = None
+        self._held: list[bytes] = []
 
     @property
     def idle(self) -> bool:
         """Between requests (or before the first): nothing is lost by closing it."""
-        return self.cycle is None or self.cycle.response_complete
+        return (self.cycle is None or self.cycle.response_complete) and self._ticket is None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -149,6 +171,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_timer()
+        self._ticket = None
         self.guard.left(self)
         super().connection_lost(exc)
 
@@ -164,9 +187,34 @@ class GuardedProtocol(HttpToolsProtocol):
             # any Host header is ignored; so the loopback check judges that one.
             self.headers[:] = [(k, v) for k, v in self.headers if k != b"host"]
             self.headers.append((b"host", authority))
+        elif self.express is not None and self._between_requests():
+            self._ticket = self.express.ticket(self.url, self.headers)
+            if self._ticket is not None:
+                return  # the cycle waits for the body: on_message_complete
+        self._begin_cycle()
+
+    def _between_requests(self) -> bool:
+        """A POST of HTTP/1.1, no other request of this connection still answering, nothing
+        asked of the protocol that uvicorn's cycle alone does (100-continue, an upgrade)."""
+        parser = self.parser
+        return (
+            (self.cycle is None or self.cycle.response_complete)
+            and not self.expect_100_continue
+            and parser.get_method() == b"POST"
+            and parser.get_http_version() == "1.1"
+            and not parser.should_upgrade()
+        )
+
+    def _begin_cycle(self) -> None:
         super().on_headers_complete()
         if self.cycle is not None:
             self.cycle.transport = self._writes  # type: ignore[assignment]
+
+    def on_body(self, body: bytes) -> None:
+        if self._ticket is not None:
+            self._held.append(body)  # at most EXPRESS_MAX_BODY_BYTES (its Content-Length)
+            return
+        super().on_body(body)
 
     def on_response_complete(self) -> None:
         # A response without a body to carry its head (HEAD): the head leaves now.
@@ -175,7 +223,49 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()  # read in full: from here on it is the server's turn
-        super().on_message_complete()
+        ticket = self._ticket
+        if ticket is None:
+            super().on_message_complete()
+            return
+        self._ticket = None
+        body = b"".join(self._held)
+        self._held = []
+        message = ticket.message(body)
+        if message is None:
+            # The full path, as if the lane had never looked: the same cycle, the same body.
+            self._begin_cycle()
+            if body:
+                super().on_body(body)
+            super().on_message_complete()
+            return
+        self.guard.trust(self.client)
+        self._express_cycle(ticket.app(message))
+
+    def _express_cycle(self, app: Any) -> None:
+        """uvicorn's cycle for a request read in full, running ``app`` instead of the ASGI
+        stack: the response leaves through the cycle's writer, with its keep-alive and
+        pipelining, and a failure becomes the 500 or the closed connection it always was."""
+        scope = self.scope
+        scope["method"] = "POST"
+        scope["path"] = self.url.decode("ascii")  # the lane took only a plain ASCII path
+        scope["raw_path"] = self.url
+        scope["query_string"] = b""
+        cycle = RequestResponseCycle(
+            scope=scope,
+            transport=self._writes,  # type: ignore[arg-type]
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=self.parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        cycle.more_body = False
+        self.cycle = cycle
+        self._start_asgi_task(cycle, app)
 
     def close_now(self) -> None:
         self._drop_timer()

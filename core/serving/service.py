@@ -31,6 +31,7 @@ from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
 from core.serving.config_watch import ConfigWatcher
+from core.serving.express import Express
 from core.serving.gateway import Gateway
 from core.serving.http_guard import (
     ACCEPTS_PER_WAKEUP,
@@ -273,7 +274,7 @@ class TrayService:
         app = build_app(routes, lambda: self.token, on_trusted=guard.trust, gateway=self.gateway)
         config = uvicorn.Config(
             app,
-            http=guarded_protocol(guard),
+            http=guarded_protocol(guard, Express(self.gateway, lambda: self.token)),
             log_level="warning",
             lifespan="off",
             access_log=False,

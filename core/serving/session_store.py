@@ -14,13 +14,18 @@ The file holds every session, so writing it on each open made a burst of N
 opens cost N² rows: a change is written ``WRITE_DELAY_SECONDS`` later, once
 for all the changes of that moment (a tray killed within that moment loses
 those sessions' rows, and their clients open new sessions as after any
-"Session not found"); each row's JSON is kept, not rebuilt per write.
+"Session not found"); each row's JSON is kept, not rebuilt per write. The file
+itself is written on a worker thread (1,000 sessions are ~300 KB, milliseconds
+of the loop's time that calls would wait behind); writes are made one at a
+time, each with the rows of its moment, and the last one always lands.
 """
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,6 +87,14 @@ class SessionStore:
         #: A session's activity not yet written (written with the next change or flush).
         self._dirty = False
         self._pending: asyncio.TimerHandle | None = None
+        #: One file write at a time (the worker thread's and a flush at shutdown).
+        self._file_lock = threading.Lock()
+        #: The text the worker thread writes next, numbered (None: nothing waits).
+        self._next_text: tuple[int, str] | None = None
+        self._texts = itertools.count(1)
+        #: The number of the text in the file: an older one never replaces it.
+        self._in_file = 0
+        self._writing = False
 
     def load(self, now: float | None = None) -> None:
         """Read what the previous tray left; what is idle past its time is dropped."""
@@ -139,7 +152,7 @@ class SessionStore:
         except RuntimeError:
             self._write()
             return
-        self._pending = loop.call_later(WRITE_DELAY_SECONDS, self._write)
+        self._pending = loop.call_later(WRITE_DELAY_SECONDS, self._write_in_thread, loop)
 
     def _row(self, saved: SavedSession) -> str:
         row = self._rows.get(saved.id)
@@ -147,13 +160,50 @@ class SessionStore:
             row = self._rows[saved.id] = json.dumps(asdict(saved))
         return row
 
-    def _write(self) -> None:
+    def _text(self) -> tuple[int, str] | None:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
         self._dirty = False
         if self.path is None:
-            return
+            return None
         rows = ",".join(self._row(s) for s in (*self._adoptable.values(), *self._saved.values()))
-        with contextlib.suppress(OSError):
-            write_private(self.path, f'{{"format": {FORMAT}, "sessions": [{rows}]}}')
+        return next(self._texts), f'{{"format": {FORMAT}, "sessions": [{rows}]}}'
+
+    def _write(self) -> None:
+        """Now, on this thread (start-up, shutdown, no loop)."""
+        text = self._text()
+        if text is not None:
+            self._next_text = None  # older than this one
+            self._to_file(text)
+
+    def _write_in_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        text = self._text()
+        if text is None:
+            return
+        self._next_text = text
+        if not self._writing:
+            self._writing = True
+            loop.run_in_executor(None, self._drain)
+
+    def _drain(self) -> None:
+        """The worker thread: writes what waits until nothing does (newest text only)."""
+        try:
+            while (text := self._next_text) is not None:
+                self._next_text = None
+                self._to_file(text)
+        finally:
+            self._writing = False
+            if self._next_text is not None:  # put there after the loop's last look
+                self._writing = True
+                self._drain()
+
+    def _to_file(self, text: tuple[int, str]) -> None:
+        assert self.path is not None
+        number, content = text
+        with self._file_lock:
+            if number < self._in_file:
+                return
+            self._in_file = number
+            with contextlib.suppress(OSError):
+                write_private(self.path, content)
