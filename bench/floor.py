@@ -34,6 +34,18 @@ import httptools
 import psutil
 from gateway import RawHttpClient
 from harness import percentile
+from results import Row, record
+
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS: Final = (
+    Row(
+        "the floor: a bare Python gateway's CPU per call, 32 sessions",
+        "(for scale: what the tray's figure sits on)",
+        "{cpu_per_call_ms:.3f} ms, {calls_per_second:,.0f} calls/s (httptools, json, one "
+        "line to the child and back; no feature of the tray)",
+    ),
+)
+RECORDED_SESSIONS: Final = 32
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 LEAN_ECHO: Final = ROOT / "bench" / "lean_echo.py"
@@ -129,7 +141,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def run_calls(port: int, sessions: int, seconds: float, process: psutil.Process) -> str:
+async def run_calls(
+    port: int, sessions: int, seconds: float, process: psutil.Process
+) -> tuple[str, dict[str, float]]:
     clients = [RawHttpClient(f"http://127.0.0.1:{port}/mcp/echo", "-") for _ in range(sessions)]
     for client in clients:
         await client.connect()
@@ -154,11 +168,12 @@ async def run_calls(port: int, sessions: int, seconds: float, process: psutil.Pr
     for client in clients:
         await client.aclose()
     calls = len(latencies)
-    latencies.sort()
-    return (
+    figures = {"cpu_per_call_ms": used / calls * 1000, "calls_per_second": calls / wall}
+    line = (
         f"{sessions:>10} {calls / wall:>10,.0f} {used / calls * 1000:>13.3f} ms "
         f"{used / wall:>8.0%} {percentile(latencies, 0.5) * 1000:>8.3f}"
     )
+    return line, figures
 
 
 def main() -> None:
@@ -181,12 +196,18 @@ def main() -> None:
         process = psutil.Process(gateway.pid)
         print(f"bench/floor.py on {psutil.cpu_count()} CPUs, python {sys.version.split()[0]}")
         print("  sessions    calls/s  gateway CPU/call  CPU  p50 ms")
+        kept: dict[str, float] | None = None
         for sessions in (int(n) for n in args.sessions.split(",")):
-            print(asyncio.run(run_calls(port, sessions, args.seconds, process)), flush=True)
-        print(
-            f"reproduce: .venv/bin/python bench/floor.py --sessions {args.sessions} "
-            f"--seconds {args.seconds:g}"
+            line, figures = asyncio.run(run_calls(port, sessions, args.seconds, process))
+            print(line, flush=True)
+            if sessions == RECORDED_SESSIONS:
+                kept = figures
+        command = (
+            f".venv/bin/python bench/floor.py --sessions {args.sessions} --seconds {args.seconds:g}"
         )
+        print(f"reproduce: {command}")
+        if kept is not None:
+            print(f"recorded: {record('floor', command, kept, ROWS)}")
     finally:
         gateway.terminate()
         gateway.wait(10)

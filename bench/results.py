@@ -38,6 +38,9 @@ ORDER: Final = (
     "registry",
     "restart",
     "killstorm",
+    "scale-opens",
+    "scale-calls",
+    "floor",
     "gui_latency",
     "abuse",
 )

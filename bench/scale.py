@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 from gateway import ECHO_SCRIPT, BenchError, RawHttpClient, Tray, _sigterm_as_interrupt
 from harness import percentile
+from results import Row, record
 
 from core.settings.paths import default_paths
 
@@ -448,7 +449,28 @@ def _p(values: list[float], share: float) -> float:
     return percentile(values, share) if values else float("nan")
 
 
-def report_opens(result: Opens, command: str) -> None:
+#: What the opens section adds to README's "Measured" table (bench/results.py), from a
+#: run of this checkout at 1,000 sessions.
+OPENS_ROWS: Final = (
+    Row(
+        "tray CPU per session opened, 1,000 sessions",
+        "≤ 2 ms; quiet within 1 s",
+        "{cpu_per_open_ms:.2f} ms ({opens_per_second:,.0f} opens/s, {pace}); quiet "
+        "{quiet_seconds:.1f} s after the last; 1,000 idle sessions +{idle_mib:.1f} MiB",
+    ),
+    Row(
+        "calls during a burst of 1,000 opens, p99 vs before",
+        "≤ 1.5×",
+        "{p99_ratio:.2f}× (p50 {p50_before_ms:.2f} → {p50_during_ms:.2f} ms, p99 "
+        "{p99_before_ms:.2f} → {p99_during_ms:.2f} ms; a probe process every 5 ms)",
+    ),
+)
+#: The session count the opens record is kept for.
+RECORDED_OPENS: Final = 1000
+
+
+def report_opens(result: Opens, command: str, *, keep: bool = False) -> None:
+    """Print the section; with ``keep``, also keep it as bench/results/scale-opens.json."""
     n = result.count
     print(f"\nopens: {n} sessions  (reproduce: {command})")
     pace = f"paced at {result.rate:g}/s" if result.rate else "as fast as they go"
@@ -498,6 +520,24 @@ def report_opens(result: Opens, command: str) -> None:
         f"({fds['closed'] - fds['before']:+d}), rows {rows['closed']} "
         f"({rows['closed'] - rows['before']:+d})"
     )
+    if keep and n == RECORDED_OPENS and result.quiet_after is not None:
+        during = result.probe.get("burst", [])
+        figures = {
+            "cpu_per_open_ms": own / n * 1000,
+            "opens_per_second": n / result.open_seconds,
+            "quiet_seconds": result.quiet_after,
+            "idle_mib": held,
+            "p50_before_ms": _p(before, 0.5) * 1000,
+            "p50_during_ms": _p(during, 0.5) * 1000,
+            "p99_before_ms": _p(before, 0.99) * 1000,
+            "p99_during_ms": _p(during, 0.99) * 1000,
+            "p99_ratio": _p(during, 0.99) / _p(before, 0.99),
+            "open_rate": result.rate,
+        }
+        rows_kept = tuple(
+            Row(row.figure, row.target, row.measured.replace("{pace}", pace)) for row in OPENS_ROWS
+        )
+        print(f"recorded: {record('scale-opens', command, figures, rows_kept)}")
 
 
 # ------------------------------------------------------------------ calls
@@ -569,6 +609,44 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
                     await client.end()
                 await client.aclose()
     return found
+
+
+#: What the calls section adds to README's "Measured" table, from this checkout's first
+#: loop at 32 sessions (with ``--baseline``: the same run's baseline beside it).
+CALLS_ROWS: Final = (
+    Row(
+        "tray CPU per call, 32 sessions, lean client",
+        "≤ 0.15 ms; ≥ 6,000 calls/s",
+        "{cpu_per_call_ms:.3f} ms, {calls_per_second:,.0f} calls/s{against}",
+    ),
+)
+RECORDED_SESSIONS: Final = 32
+
+
+def keep_calls(results: dict[int, dict[str, Calls]], command: str, loop: str) -> None:
+    """bench/results/scale-calls.json from the 32-session row, when the run had one."""
+    by_label = results.get(RECORDED_SESSIONS)
+    if by_label is None or loop not in by_label:
+        return
+    after = by_label[loop]
+    figures = {
+        "cpu_per_call_ms": after.tray_cpu / after.calls * 1000,
+        "calls_per_second": after.calls / after.seconds,
+    }
+    against = ""
+    before = by_label.get(f"{loop}{BASELINE_SUFFIX}")
+    if before is not None:
+        figures["base_cpu_per_call_ms"] = before.tray_cpu / before.calls * 1000
+        figures["base_calls_per_second"] = before.calls / before.seconds
+        against = (
+            " (the --baseline code in the same run: {base_cpu_per_call_ms:.3f} ms, "
+            "{base_calls_per_second:,.0f} calls/s)"
+        )
+    rows = tuple(
+        Row(row.figure, row.target, row.measured.replace("{against}", against))
+        for row in CALLS_ROWS
+    )
+    print(f"recorded: {record('scale-calls', command, figures, rows)}")
 
 
 def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
@@ -674,6 +752,7 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                         f"--child {args.child}",
                         *([f"--baseline {args.baseline}"] if args.baseline else []),
                     ),
+                    keep=code is None and not args.no_record,
                 )
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
@@ -693,18 +772,18 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
             results = {
                 count: await measure_calls(trays, count, args.seconds) for count in args.sessions
             }
-        report_calls(
-            results,
-            _command(
-                "--only calls",
-                f"--sessions {','.join(map(str, args.sessions))}",
-                f"--seconds {args.seconds:g}",
-                f"--loops {','.join(loops)}",
-                f"--child {args.child}",
-                *([f"--baseline {args.baseline}"] if args.baseline else []),
-                *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
-            ),
+        command = _command(
+            "--only calls",
+            f"--sessions {','.join(map(str, args.sessions))}",
+            f"--seconds {args.seconds:g}",
+            f"--loops {','.join(loops)}",
+            f"--child {args.child}",
+            *([f"--baseline {args.baseline}"] if args.baseline else []),
+            *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
         )
+        report_calls(results, command)
+        if not args.no_record and args.tray_profile is None:
+            keep_calls(results, command, loops[0])
         if args.tray_profile is not None:
             print(f"  tray profile ({loops[0]}): python -m pstats {args.tray_profile}")
 
@@ -750,6 +829,11 @@ def main(argv: list[str] | None = None) -> int:
         "(cProfile's own cost inflates the figures of that tray)",
     )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not keep this run's figures in bench/results/ (README's table)",
+    )
     args = parser.parse_args(argv)
     if args.tray_profile is not None:
         args.tray_profile = args.tray_profile.resolve()

@@ -197,3 +197,28 @@ async def test_a_server_removed_from_the_config_is_refused_as_before(
     assert reply.status_code == 404
     assert "other" in reply.json()["error"]["message"]
     assert full_path == []  # the gateway itself answered: the lane left it alone
+
+
+async def test_a_sequence_number_in_other_digits_is_no_number_on_either_path(
+    echo: tuple[TrayService, httpx.AsyncClient],
+) -> None:
+    """``x-mcp-tray-seq: ²`` (a digit to str.isdigit, not to int) numbers nothing."""
+    service, _ = echo
+    raw = await opened(echo)
+    host, port = service.url.removeprefix("http://").split(":")
+    for target in ("/mcp/echo", "/mcp/echo?full"):
+        body = json.dumps(call(5, "echo", {"text": target})).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in raw.headers().items()).encode()
+        request = (
+            f"POST {target} HTTP/1.1\r\nhost: 127.0.0.1\r\n".encode()
+            + head
+            + b"x-mcp-tray-seq: \xb2\r\ncontent-length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(request)
+            head_back = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        finally:
+            writer.close()
+        assert head_back.startswith(b"HTTP/1.1 200 "), (target, head_back)

@@ -495,7 +495,8 @@ async def _run(
 
 def sequence_number(headers: Mapping[str, str]) -> int | None:
     raw = headers.get(SEQUENCE_HEADER)
-    if raw is None or not raw.isdigit():
+    # ASCII digits only: str.isdigit() also says yes to "²", which int() refuses.
+    if raw is None or not raw.isascii() or not raw.isdigit():
         return None
     return int(raw)
 

@@ -28,11 +28,11 @@ from typing import Any, Final
 
 from starlette.types import Receive, Scope, Send
 
-from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER, decode_headers
+from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 from core.protocol.http_session import HttpSession
-from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable
-from core.protocol.streamable import StreamableHttp, sequence_number
-from core.protocol.wire import content_problem, shape_problem
+from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable, valid_id
+from core.protocol.streamable import StreamableHttp
+from core.protocol.wire import content_problem
 from core.serving.api import gateway_server, host_is_loopback
 from core.serving.gateway import Gateway
 from core.settings.profiles import is_target
@@ -40,8 +40,28 @@ from core.settings.profiles import is_target
 #: Bodies larger than this take the full path (it reads them in pieces, under flow
 #: control); a tool call's arguments are a few hundred bytes.
 EXPRESS_MAX_BODY_BYTES: Final = 256 * 1024
-#: Host header verdicts kept (a client sends the same one every time).
-KNOWN_HOSTS: Final = 64
+#: Verdicts kept per kind of value (a client sends the same head every time).
+KNOWN_VALUES: Final = 64
+#: The headers the lane reads; any of them twice sends a request the full way.
+_READ: Final = frozenset(
+    {
+        b"host",
+        b"authorization",
+        SESSION_HEADER.encode(),
+        PROTOCOL_HEADER.encode(),
+        b"content-type",
+        b"accept",
+        b"content-length",
+        SEQUENCE_HEADER.encode(),
+    }
+)
+#: Headers the lane leaves to the full path: a browser's Origin (the guard judges it),
+#: a body in chunks.
+_NEVER: Final = frozenset({b"origin", b"transfer-encoding"})
+_SESSION: Final = SESSION_HEADER.encode()
+_PROTOCOL: Final = PROTOCOL_HEADER.encode()
+_SEQUENCE: Final = SEQUENCE_HEADER.encode()
+_HANDSHAKE_VERSIONS: Final = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 @dataclass(slots=True)
@@ -61,10 +81,13 @@ class Ticket:
             message = loads(body)
         except (ValueError, RecursionError):
             return None
-        if not isinstance(message, dict) or shape_problem(message) is not None:
+        # What shape_problem clears, narrowed to one request: "2.0", a method, a valid id.
+        if type(message) is not dict or message.get("jsonrpc") != "2.0":
             return None
         method = message.get("method")
-        if not isinstance(method, str) or "id" not in message or method == "initialize":
+        if type(method) is not str or method == "initialize":
+            return None
+        if "id" not in message or not valid_id(message["id"]):
             return None
         session = self.session
         if session.closed or self.endpoint.sessions.get(session.id) is not session:
@@ -86,52 +109,96 @@ class Express:
     def __init__(self, gateway: Gateway, token: Callable[[], str]) -> None:
         self._gateway = gateway
         self._token = token
-        #: Host header values seen, and whether each is a loopback address.
-        self._hosts: dict[str, bool] = {}
+        #: Verdicts kept per value seen: Host headers (loopback or not), request targets
+        #: (the plain server each names, or ""), Content-Type and Accept pairs.
+        self._hosts: dict[bytes, bool] = {}
+        self._servers: dict[bytes, str] = {}
+        self._contents: dict[tuple[bytes, bytes | None], bool] = {}
+        self._bearer: tuple[str, bytes] = ("", b"")
 
     def ticket(self, url: bytes, raw: list[tuple[bytes, bytes]]) -> Ticket | None:
-        """For a POST's target and head (names lower case): a ticket, or None for the full path."""
-        if not url.startswith(b"/") or b"?" in url or b"%" in url or b"#" in url:
+        """For a POST's target and head (names lower case): a ticket, or None for the full path.
+
+        Looks at the raw bytes once, without decoding the head (a client sends the same
+        head with every call, so the verdicts that take work are kept per value)."""
+        name = self._servers.get(url)
+        if name is None:
+            name = self._server_of(url)
+        if not name:
             return None
-        try:
-            name = gateway_server(url.decode("ascii"))
-        except UnicodeDecodeError:
-            return None
-        if not name or is_target(name):
-            return None
-        headers = decode_headers(raw)
-        if len(headers) < len(raw) or "origin" in headers:
-            return None  # a repeated header, or a browser's request: the guard decides
-        host = headers.get("host")
+        found: dict[bytes, bytes] = {}
+        for key, value in raw:
+            if key in _READ:
+                if key in found:
+                    return None  # a repeated header: the guard or the endpoint decides
+                found[key] = value
+            elif key in _NEVER:
+                return None
+        host = found.get(b"host")
         if host is None or not self._loopback(host):
             return None
-        expected = f"Bearer {self._token()}"
-        if not hmac.compare_digest(headers.get("authorization", "").encode(), expected.encode()):
+        if not hmac.compare_digest(found.get(b"authorization", b""), self._expected()):
             return None
         endpoint = self._gateway.served_endpoint(name)
-        session_id = headers.get(SESSION_HEADER)
+        session_id = found.get(_SESSION)
         if endpoint is None or session_id is None:
             return None
-        session = endpoint.sessions.get(session_id)
+        session = endpoint.sessions.get(session_id.decode("latin-1"))
         if session is None or session.handler is None:
             return None
-        version = headers.get(PROTOCOL_HEADER)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        version = found.get(_PROTOCOL)
+        if version is not None and version not in _HANDSHAKE_VERSIONS:
             return None
-        if content_problem(headers) is not None:
+        if not self._plain_content(found.get(b"content-type", b""), found.get(b"accept")):
             return None
-        length = headers.get("content-length", "")
-        if not length.isdigit() or "transfer-encoding" in headers:
+        length = found.get(b"content-length", b"")
+        if not length.isdigit():
             return None
         size = int(length)
         if size > min(EXPRESS_MAX_BODY_BYTES, endpoint.max_body_bytes):
             return None
-        return Ticket(endpoint, session, sequence_number(headers), size)
+        seq = found.get(_SEQUENCE)
+        return Ticket(endpoint, session, int(seq) if seq and seq.isdigit() else None, size)
 
-    def _loopback(self, host: str) -> bool:
+    def _server_of(self, url: bytes) -> str:
+        """The plain server a target names ("" for anything else: a profile, a query...)."""
+        name = ""
+        if url.startswith(b"/") and not any(c in url for c in (b"?", b"%", b"#")):
+            try:
+                found = gateway_server(url.decode("ascii"))
+            except UnicodeDecodeError:
+                found = None
+            if found and not is_target(found):
+                name = found
+        if len(self._servers) < KNOWN_VALUES:
+            self._servers[url] = name
+        return name
+
+    def _expected(self) -> bytes:
+        token = self._token()
+        if self._bearer[0] != token:
+            self._bearer = (token, f"Bearer {token}".encode())
+        return self._bearer[1]
+
+    def _plain_content(self, content_type: bytes, accept: bytes | None) -> bool:
+        key = (content_type, accept)
+        verdict = self._contents.get(key)
+        if verdict is None:
+            verdict = (
+                content_problem(
+                    {"content-type": content_type.decode("latin-1")}
+                    | ({} if accept is None else {"accept": accept.decode("latin-1")})
+                )
+                is None
+            )
+            if len(self._contents) < KNOWN_VALUES:
+                self._contents[key] = verdict
+        return verdict
+
+    def _loopback(self, host: bytes) -> bool:
         verdict = self._hosts.get(host)
         if verdict is None:
-            verdict = host_is_loopback(host)
-            if len(self._hosts) < KNOWN_HOSTS:
+            verdict = host_is_loopback(host.decode("latin-1"))
+            if len(self._hosts) < KNOWN_VALUES:
                 self._hosts[host] = verdict
         return verdict
