@@ -207,7 +207,7 @@ def main() -> None:
         )
         print(f"reproduce: {command}")
         if kept is not None:
-            print(f"recorded: {record('floor', command, kept, ROWS)}")
+            record("floor", command, kept, ROWS)
     finally:
         gateway.terminate()
         gateway.wait(10)

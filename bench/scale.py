@@ -537,7 +537,7 @@ def report_opens(result: Opens, command: str, *, keep: bool = False) -> None:
         rows_kept = tuple(
             Row(row.figure, row.target, row.measured.replace("{pace}", pace)) for row in OPENS_ROWS
         )
-        print(f"recorded: {record('scale-opens', command, figures, rows_kept)}")
+        record("scale-opens", command, figures, rows_kept)
 
 
 # ------------------------------------------------------------------ calls
@@ -646,7 +646,7 @@ def keep_calls(results: dict[int, dict[str, Calls]], command: str, loop: str) ->
         Row(row.figure, row.target, row.measured.replace("{against}", against))
         for row in CALLS_ROWS
     )
-    print(f"recorded: {record('scale-calls', command, figures, rows)}")
+    record("scale-calls", command, figures, rows)
 
 
 def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
