@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 from gateway import ECHO_SCRIPT, BenchError, RawHttpClient, Tray, _sigterm_as_interrupt
 from harness import percentile
+from probe import call
 from results import Row, record
 
 from core.settings.paths import default_paths
@@ -242,15 +243,6 @@ async def connected_session(tray: Tray) -> RawHttpClient:
     await client.connect()
     await client.initialize()
     return client
-
-
-async def call(client: RawHttpClient) -> float:
-    began = time.perf_counter()
-    answer = await client.call()
-    took = time.perf_counter() - began
-    if "result" not in answer or answer["result"].get("isError"):
-        raise BenchError(f"echo answered {answer!r}")
-    return took
 
 
 class Probe:

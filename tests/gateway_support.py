@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import keyring
 import pytest
@@ -20,7 +21,7 @@ from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.profiles import endpoint_path
-from tests.conftest import FAST_TIMING
+from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready
 from tests.fake_keyring import PATH_ENV, FileKeyring
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,6 +84,15 @@ async def services(tray_home: Paths) -> AsyncIterator[Services]:
     yield holder
     for service in holder.started:
         await service.aclose()
+
+
+@pytest.fixture
+async def echo(services: Services) -> AsyncIterator[tuple[TrayService, httpx.AsyncClient]]:
+    """A tray serving tests/servers/echo.py, ready, and a plain HTTP client for it."""
+    service = await services.start({"echo": python_server(ECHO)})
+    await wait_ready(service.supervisor.server("echo"))
+    async with httpx.AsyncClient(timeout=30) as http:
+        yield service, http
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,7 @@ answer, and a call must be answered the same either way.
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -38,14 +38,6 @@ def full_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(StreamableHttp, "handle", counted)
     yield seen
-
-
-@pytest.fixture
-async def echo(services: Services) -> AsyncIterator[tuple[TrayService, httpx.AsyncClient]]:
-    service = await services.start({"echo": python_server(ECHO)})
-    await wait_ready(service.supervisor.server("echo"))
-    async with httpx.AsyncClient(timeout=30) as http:
-        yield service, http
 
 
 async def opened(echo: tuple[TrayService, httpx.AsyncClient], path: str = "/mcp/echo") -> Raw:

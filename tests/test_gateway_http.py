@@ -12,7 +12,6 @@ records its writes.
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -24,7 +23,7 @@ from core.serving.api import gateway_server
 from core.serving.http_guard import HeadWithBody
 from core.serving.service import TrayService
 from core.settings.config import load_config
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, FAST_TIMING, python_server, wait_until
 from tests.gateway_support import REPO, Services, bridge_env
 
 BOTH = "application/json, text/event-stream"
@@ -86,14 +85,6 @@ def events(body: str) -> list[dict[str, Any]]:
     return [
         json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")
     ]
-
-
-@pytest.fixture
-async def echo(services: Services) -> AsyncIterator[tuple[TrayService, httpx.AsyncClient]]:
-    service = await services.start({"echo": python_server(ECHO)})
-    await wait_ready(service.supervisor.server("echo"))
-    async with httpx.AsyncClient(timeout=30) as http:
-        yield service, http
 
 
 async def test_a_post_that_does_not_accept_both_json_and_sse_is_406(
