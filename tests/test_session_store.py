@@ -117,3 +117,28 @@ async def test_the_file_is_written_off_the_loop_and_a_flush_meanwhile_has_the_la
     assert written(path) == ["s1", "s2"]
     await asyncio.sleep(WRITE_DELAY_SECONDS * 4)
     assert written(path) == ["s1", "s2"]
+
+
+async def test_the_housekeepings_flush_of_activity_leaves_the_loop_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "http-sessions.json"
+    writers: list[int] = []
+
+    def recording(target: Path, text: str) -> None:
+        writers.append(threading.get_ident())
+        write_private(target, text)
+
+    store = SessionStore(path)
+    store.put(session(1, last_active=100.0))
+    store.flush()
+    monkeypatch.setattr(session_store, "write_private", recording)
+    store.touch("s1", 250.0)
+    store.flush(only_if_changed=True)
+    await wait_until(lambda: writers, what="the activity written", timeout=5)
+    assert writers[0] != threading.get_ident()
+    await wait_until(
+        lambda: json.loads(path.read_text())["sessions"][0]["last_active"] == 250.0,
+        what="the new activity in the file",
+        timeout=5,
+    )

@@ -140,9 +140,17 @@ class SessionStore:
             self._dirty = True
 
     def flush(self, *, only_if_changed: bool = False) -> None:
-        """Write now (the housekeeping's ``only_if_changed`` writes when activity was seen)."""
-        if not only_if_changed or self._dirty:
+        """Write now, on this thread (shutdown); with ``only_if_changed`` (the housekeeping),
+        only when activity was seen, and on the worker thread when a loop runs."""
+        if not only_if_changed:
             self._write()
+        elif self._dirty:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._write()
+                return
+            self._write_in_thread(loop)
 
     def _write_soon(self) -> None:
         if self._pending is not None:
