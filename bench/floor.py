@@ -109,13 +109,10 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         message = json.loads(b"".join(self.body))
-        method = message.get("method")
         if "id" not in message:
-            self.respond(202, b"")
-        elif method == "initialize":
-            self.child.send(self, message)  # the child's own answer
+            self.respond(202, b"")  # a notification: nothing to relay
         else:
-            self.child.send(self, message)
+            self.child.send(self, message)  # initialize too: the child's own answer
 
     def respond(self, status: int, body: bytes) -> None:
         assert self.transport is not None
