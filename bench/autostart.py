@@ -33,8 +33,20 @@ from mcp.shared.exceptions import MCPError
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import Row, record  # noqa: E402
+
 from core.settings.paths import default_paths  # noqa: E402
 from core.settings.runtime import running_instance  # noqa: E402
+
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS = (
+    Row(
+        "a client's bridge with no tray running → first answer, p50",
+        "answered (the bridge starts the tray)",
+        "{on_p50_s:.2f} s (min {on_min_s:.2f}, max {on_max_s:.2f}; the tray's start and the "
+        "child's); with MCP_TRAY_AUTOSTART=0 the 'not running' answer in {off_p50_s:.2f} s",
+    ),
+)
 
 ECHO = ROOT / "tests" / "servers" / "echo.py"
 
@@ -84,6 +96,7 @@ async def one_round(home: Path, autostart: bool, quiet: TextIO) -> tuple[float, 
 
 
 async def measure(rounds: int, quiet: TextIO) -> None:
+    figures: dict[str, float] = {}
     for autostart in (True, False):
         times = []
         answer = ""
@@ -92,14 +105,18 @@ async def measure(rounds: int, quiet: TextIO) -> None:
                 elapsed, answer = await one_round(Path(tmp), autostart, quiet)
             times.append(elapsed)
         label = "autostart on " if autostart else "autostart off"
+        key = "on" if autostart else "off"
+        figures[f"{key}_p50_s"] = statistics.median(times)
+        figures[f"{key}_min_s"] = min(times)
+        figures[f"{key}_max_s"] = max(times)
         print(
             f"{label}: launch -> first answer p50 {statistics.median(times):.2f} s, "
             f"min {min(times):.2f} s, max {max(times):.2f} s over {rounds} rounds ({answer})"
         )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"load average {load:.1f}; command: .venv/bin/python bench/autostart.py --rounds {rounds}"
-    )
+    command = f".venv/bin/python bench/autostart.py --rounds {rounds}"
+    print(f"load average {load:.1f}; command: {command}")
+    record("autostart", command, figures, ROWS)
 
 
 def main() -> None:

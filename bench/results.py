@@ -37,6 +37,8 @@ ORDER: Final = (
     "large_results",
     "registry",
     "restart",
+    "autostart",
+    "slow_start",
     "killstorm",
     "scale-opens",
     "scale-calls",

@@ -20,6 +20,8 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from results import Row, record
+
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import default_paths
@@ -27,6 +29,15 @@ from core.supervision.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "servers" / "slow_modern.py"
+#: What this bench adds to README's "Measured" table (bench/results.py).
+ROWS = (
+    Row(
+        "a 2026-07-28 server that starts late → ready",
+        "ready on its first try, never parked",
+        "{ready_s:.2f} s after spawn for a {delay_s:g} s delay; generation {generation:d} "
+        "({state}, era {era})",
+    ),
+)
 
 
 async def measure(home: Path, delay: float) -> None:
@@ -61,7 +72,22 @@ async def measure(home: Path, delay: float) -> None:
     for line in server.log_path.read_text().splitlines():
         if "[mcp-tray]" in line:
             print(f"  {line.split('[mcp-tray] ', 1)[1]}")
-    print(f"command: .venv/bin/python bench/slow_start.py --delay {delay:g}")
+    command = f".venv/bin/python bench/slow_start.py --delay {delay:g}"
+    print(f"command: {command}")
+    rows = tuple(
+        Row(
+            row.figure,
+            row.target,
+            row.measured.replace("{state}", state).replace("{era}", str(era)),
+        )
+        for row in ROWS
+    )
+    record(
+        "slow_start",
+        command,
+        {"ready_s": elapsed, "generation": generation, "delay_s": delay},
+        rows,
+    )
 
 
 def main() -> None:
