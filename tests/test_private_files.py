@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from core.platform.files import private_dirs, write_private
+from core.platform.files import open_private, private_dirs, write_private
 from core.settings.paths import default_paths
 from core.settings.runtime import load_or_create_file_token
 from tests.cli_support import cli
+from tests.conftest import ECHO, python_server
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
 
@@ -86,18 +87,21 @@ def test_a_folder_that_already_exists_keeps_its_mode(tmp_path: Path) -> None:
     assert mode(shared / "mine") == 0o700
 
 
-def test_every_folder_a_running_tray_makes_is_0700_under_umask_000(
+def test_every_folder_a_running_tray_makes_is_0700_and_every_file_0600_under_umask_000(
     tmp_path: Path, headless: Any
 ) -> None:
-    # The home holds the test's config file; every folder in it is the tray's.
+    # The home holds the test's config file; every other file and folder in it is the tray's:
+    # its registry (and SQLite's journal), locks, token, runtime file, a server's log.
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     previous = os.umask(0o000)  # the child inherits it at its start
     try:
-        tray = headless({"gateway": {"port": 0}, "mcpServers": {}}, home=home)
+        tray = headless(
+            {"gateway": {"port": 0}, "mcpServers": {"echo": python_server(ECHO)}}, home=home
+        )
     finally:
         os.umask(previous)
-    tray.wait_for(lambda: tray.paths.runtime_file.exists(), "the tray's runtime file")
+    tray.wait_state("echo", "ready")
     assert cli(home, "status").returncode == 0  # the CLI's own writes (none of its folders)
     tray.stop()
 
@@ -106,4 +110,29 @@ def test_every_folder_a_running_tray_makes_is_0700_under_umask_000(
     assert {str(p.relative_to(home)): oct(mode(p)) for p in made} == {
         str(p.relative_to(home)): oct(0o700) for p in made
     }
-    assert mode(tray.paths.token_file) == 0o600
+    files = [
+        Path(root) / name
+        for root, _, names in os.walk(home)
+        for name in names
+        if Path(root) / name != tray.config_path
+    ]
+    assert any(p.suffix == ".log" for p in files) and tray.paths.token_file in files
+    assert {str(p.relative_to(home)): oct(mode(p)) for p in files} == {
+        str(p.relative_to(home)): oct(0o600) for p in files
+    }
+
+
+def test_a_log_opened_to_append_is_0600_whatever_the_umask_and_an_old_one_becomes_it(
+    tmp_path: Path, umask: int
+) -> None:
+    fresh = tmp_path / "logs" / "new.log"
+    with open_private(fresh) as log:
+        log.write("line\n")
+    older = tmp_path / "logs" / "old.log"
+    older.write_text("kept\n")
+    older.chmod(0o644)
+    with open_private(older, "a+") as log:
+        log.write("more\n")
+    assert (mode(fresh), mode(older)) == (0o600, 0o600)
+    assert older.read_text() == "kept\nmore\n"
+    assert mode(tmp_path / "logs") == 0o700

@@ -31,7 +31,7 @@ from core.base.envvars import (
     CLIENT_SESSION_ENV,
 )
 from core.platform.detach import spawn_detached
-from core.platform.files import private_dirs, try_lock, unlock
+from core.platform.files import open_private, private_dirs, try_lock, unlock
 from core.settings.paths import Paths
 from core.settings.runtime import instance_held
 
@@ -77,7 +77,7 @@ async def ensure_tray(
     """Start the tray unless one runs or is starting; exactly one for many bridges."""
     private_dirs(paths.state_dir)
     private_dirs(paths.log_dir)
-    handle = paths.autostart_lock.open("a+")
+    handle = open_private(paths.autostart_lock, "a+")
     try:
         if not await _take_turn(handle, paths):
             return Started(None, True, "another bridge started mcp-tray")
@@ -134,5 +134,5 @@ def _alive(pid: int) -> bool:
 
 
 def _note(paths: Paths, line: str) -> None:
-    with paths.autostart_log.open("a", encoding="utf-8") as log:
+    with open_private(paths.autostart_log) as log:
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")

@@ -31,7 +31,7 @@ from core.base.exitcodes import (
     EXIT_USAGE,
 )
 from core.cli.parser import build_parser
-from core.platform.files import private_dirs
+from core.platform.files import open_private
 from core.settings.paths import Paths, default_paths
 
 if TYPE_CHECKING:
@@ -124,8 +124,7 @@ def _crash_line(exc: Exception, paths: Paths) -> str:
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     where = paths.log_dir / CRASH_LOG
     try:
-        private_dirs(where.parent)
-        with where.open("a", encoding="utf-8") as log:
+        with open_private(where) as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} mcp-tray {__version__}\n")
             log.write("".join(traceback.format_exception(exc)))
     except OSError:

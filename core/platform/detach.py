@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from core.platform.files import PRIVATE_FILE_MODE
+from core.platform.files import PRIVATE_FILE_MODE, open_private
 
 #: The exit status of the first child when it could not start the tray.
 START_FAILED: Final = 127
@@ -48,7 +48,7 @@ if sys.platform == "win32":
     def spawn_detached(argv: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> int:
         """Start ``argv`` outside the caller's tree; its pid."""
         executable = _resolve(argv)
-        with log.open("ab") as out:
+        with open_private(log, "ab") as out:
             for flags in (_FLAGS | _BREAKAWAY, _FLAGS):
                 try:
                     proc = subprocess.Popen(

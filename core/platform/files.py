@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 #: What a folder or a file of mcp-tray's own gets on POSIX.
 PRIVATE_DIR_MODE: Final = 0o700
@@ -49,6 +49,21 @@ def private_dirs(folder: Path) -> Path:
         # An existing file in the way: let mkdir say so in its own words.
         folder.mkdir()
     return folder
+
+
+def open_private(path: Path, mode: str = "a", encoding: str = "utf-8") -> IO[Any]:
+    """A file of mcp-tray's own (a log, a lock) opened to append (``"a"``, ``"ab"``) or to
+    read and append (``"a+"``), 0600 whatever the umask, in a private folder; one made
+    before (by an older mcp-tray, under another umask) is made 0600 too."""
+    private_dirs(path.parent)
+    access = os.O_RDWR if "+" in mode else os.O_WRONLY
+    # O_BINARY (Windows): Python's own layer does any newline translation, not the C runtime.
+    flags = access | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    # Not ours to change (another user's file, a read-only mount): still usable.
+    with contextlib.suppress(OSError):
+        _chmod(path, PRIVATE_FILE_MODE)
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else encoding)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -18,7 +18,7 @@ from typing import Final
 
 from core import __version__
 from core.base.errors import RegistryFileError
-from core.platform.files import private_dirs
+from core.platform.files import open_private
 
 #: The schema this code writes. Bump it only together with a new migration.
 SCHEMA_VERSION: Final = 1
@@ -117,7 +117,10 @@ def open_registry_file(path: Path, busy_timeout: float) -> sqlite3.Connection:
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
-        private_dirs(path.parent)
+        if not path.exists():
+            # Made 0600 before SQLite opens it: its journal, WAL and shared-memory files
+            # take the database file's mode. (Whatever is there already, SQLite judges.)
+            open_private(path, "ab").close()
         # Autocommit mode (isolation_level=None): transactions are explicit,
         # so every write can say BEGIN IMMEDIATE. check_same_thread=False
         # because the heartbeat thread shares it, serialised by the store's lock.

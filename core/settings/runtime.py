@@ -18,7 +18,7 @@ from typing import IO, Any, Final
 
 from core import __version__
 from core.base.errors import AlreadyRunning, NotRunning
-from core.platform.files import try_lock, unlock, write_private
+from core.platform.files import open_private, try_lock, unlock, write_private
 from core.settings.paths import Paths
 
 #: The warning family of a gateway that could not listen on its configured
@@ -73,7 +73,7 @@ class Instance:
     @classmethod
     def acquire(cls, paths: Paths) -> "Instance":
         paths.ensure()
-        handle = paths.lock_file.open("a+")
+        handle = open_private(paths.lock_file, "a+")
         if not try_lock(handle):
             handle.close()
             info = _read_info(paths)
@@ -129,7 +129,7 @@ def instance_held(paths: Paths) -> bool:
 
 def _lock_held(lock: Path) -> bool:
     try:
-        handle = lock.open("a+")
+        handle = open_private(lock, "a+")
     except OSError:
         return False
     with handle:

@@ -13,9 +13,9 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from core.platform.files import private_dirs
+from core.platform.files import open_private, private_dirs
 
 #: Rotate a server's log at this size; stderr floods must not fill the disk.
 LOG_MAX_BYTES: Final = 2 * 1024 * 1024
@@ -81,12 +81,20 @@ class LogSink:
         handler = self._handlers.get(server)
         if handler is None:
             private_dirs(self._log_dir)
-            handler = logging.handlers.RotatingFileHandler(
+            handler = PrivateRotatingFileHandler(
                 self.path(server), maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
             )
             handler.setFormatter(logging.Formatter("%(message)s"))
             self._handlers[server] = handler
         return handler
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A server's log, and each file it rotates to, 0600 whatever the umask (a server's
+    stderr may hold what its env held)."""
+
+    def _open(self) -> Any:
+        return open_private(Path(self.baseFilename), self.mode, self.encoding or "utf-8")
 
 
 def tail(path: Path, lines: int) -> list[str]:
