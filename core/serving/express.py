@@ -21,6 +21,7 @@ header, a body too large, unparsable or unusable, a batch, a notification,
 checks' common answer for granted once it has checked that it is that answer.
 """
 
+import functools
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 from core.protocol.http_session import HttpSession
 from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable, valid_id
-from core.protocol.streamable import StreamableHttp
+from core.protocol.streamable import StreamableHttp, sequence_number
 from core.protocol.wire import content_problem
 from core.serving.api import gateway_server, host_is_loopback
 from core.serving.gateway import Gateway
@@ -109,21 +110,13 @@ class Express:
     def __init__(self, gateway: Gateway, token: Callable[[], str]) -> None:
         self._gateway = gateway
         self._token = token
-        #: Verdicts kept per value seen: Host headers (loopback or not), request targets
-        #: (the plain server each names, or ""), Content-Type and Accept pairs.
-        self._hosts: dict[bytes, bool] = {}
-        self._servers: dict[bytes, str] = {}
-        self._contents: dict[tuple[bytes, bytes | None], bool] = {}
-        self._bearer: tuple[str, bytes] = ("", b"")
 
     def ticket(self, url: bytes, raw: list[tuple[bytes, bytes]]) -> Ticket | None:
         """For a POST's target and head (names lower case): a ticket, or None for the full path.
 
         Looks at the raw bytes once, without decoding the head (a client sends the same
         head with every call, so the verdicts that take work are kept per value)."""
-        name = self._servers.get(url)
-        if name is None:
-            name = self._server_of(url)
+        name = _server_of(url)
         if not name:
             return None
         found: dict[bytes, bytes] = {}
@@ -135,9 +128,9 @@ class Express:
             elif key in _NEVER:
                 return None
         host = found.get(b"host")
-        if host is None or not self._loopback(host):
+        if host is None or not _loopback(host):
             return None
-        if not hmac.compare_digest(found.get(b"authorization", b""), self._expected()):
+        if not hmac.compare_digest(found.get(b"authorization", b""), _bearer(self._token())):
             return None
         endpoint = self._gateway.served_endpoint(name)
         session_id = found.get(_SESSION)
@@ -149,7 +142,7 @@ class Express:
         version = found.get(_PROTOCOL)
         if version is not None and version not in _HANDSHAKE_VERSIONS:
             return None
-        if not self._plain_content(found.get(b"content-type", b""), found.get(b"accept")):
+        if not _plain_content(found.get(b"content-type", b""), found.get(b"accept")):
             return None
         length = found.get(b"content-length", b"")
         if not length.isdigit():
@@ -158,47 +151,40 @@ class Express:
         if size > min(EXPRESS_MAX_BODY_BYTES, endpoint.max_body_bytes):
             return None
         seq = found.get(_SEQUENCE)
-        return Ticket(endpoint, session, int(seq) if seq and seq.isdigit() else None, size)
+        number = None if seq is None else sequence_number({SEQUENCE_HEADER: seq.decode("latin-1")})
+        return Ticket(endpoint, session, number, size)
 
-    def _server_of(self, url: bytes) -> str:
-        """The plain server a target names ("" for anything else: a profile, a query...)."""
-        name = ""
-        if url.startswith(b"/") and not any(c in url for c in (b"?", b"%", b"#")):
-            try:
-                found = gateway_server(url.decode("ascii"))
-            except UnicodeDecodeError:
-                found = None
-            if found and not is_target(found):
-                name = found
-        if len(self._servers) < KNOWN_VALUES:
-            self._servers[url] = name
-        return name
 
-    def _expected(self) -> bytes:
-        token = self._token()
-        if self._bearer[0] != token:
-            self._bearer = (token, f"Bearer {token}".encode())
-        return self._bearer[1]
+# The verdicts a client's head needs, kept per value as core.protocol.wire keeps the
+# Content-Type and Accept pairs it judged (a client sends the same head every time).
 
-    def _plain_content(self, content_type: bytes, accept: bytes | None) -> bool:
-        key = (content_type, accept)
-        verdict = self._contents.get(key)
-        if verdict is None:
-            verdict = (
-                content_problem(
-                    {"content-type": content_type.decode("latin-1")}
-                    | ({} if accept is None else {"accept": accept.decode("latin-1")})
-                )
-                is None
-            )
-            if len(self._contents) < KNOWN_VALUES:
-                self._contents[key] = verdict
-        return verdict
 
-    def _loopback(self, host: bytes) -> bool:
-        verdict = self._hosts.get(host)
-        if verdict is None:
-            verdict = host_is_loopback(host.decode("latin-1"))
-            if len(self._hosts) < KNOWN_VALUES:
-                self._hosts[host] = verdict
-        return verdict
+@functools.lru_cache(maxsize=KNOWN_VALUES)
+def _server_of(url: bytes) -> str:
+    """The plain server a target names ("" for anything else: a profile, a query...)."""
+    if not url.startswith(b"/") or any(c in url for c in (b"?", b"%", b"#")):
+        return ""
+    try:
+        found = gateway_server(url.decode("ascii"))
+    except UnicodeDecodeError:
+        return ""
+    return found if found and not is_target(found) else ""
+
+
+@functools.lru_cache(maxsize=KNOWN_VALUES)
+def _loopback(host: bytes) -> bool:
+    return host_is_loopback(host.decode("latin-1"))
+
+
+@functools.lru_cache(maxsize=KNOWN_VALUES)
+def _plain_content(content_type: bytes, accept: bytes | None) -> bool:
+    headers = {"content-type": content_type.decode("latin-1")}
+    if accept is not None:
+        headers["accept"] = accept.decode("latin-1")
+    return content_problem(headers) is None
+
+
+@functools.lru_cache(maxsize=1)
+def _bearer(token: str) -> bytes:
+    """The Authorization header that presents ``token``, as the guard expects it."""
+    return f"Bearer {token}".encode()
