@@ -58,6 +58,14 @@ class Row:
     #: A ``str.format`` template over the record's figures.
     measured: str
 
+    def filled(self, **words: str) -> "Row":
+        """This row with words that are not figures (a pace, a state) put into its template
+        now, where ``{name}`` stands; the figures stay for ``record`` to format."""
+        measured = self.measured
+        for name, word in words.items():
+            measured = measured.replace("{" + name + "}", word)
+        return Row(self.figure, self.target, measured)
+
 
 def utc_today() -> datetime.date:
     """Today in UTC: a record's date must not depend on the machine's time zone."""

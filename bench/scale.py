@@ -526,10 +526,7 @@ def report_opens(result: Opens, command: str, *, keep: bool = False) -> None:
             "p99_ratio": _p(during, 0.99) / _p(before, 0.99),
             "open_rate": result.rate,
         }
-        rows_kept = tuple(
-            Row(row.figure, row.target, row.measured.replace("{pace}", pace)) for row in OPENS_ROWS
-        )
-        record("scale-opens", command, figures, rows_kept)
+        record("scale-opens", command, figures, [row.filled(pace=pace) for row in OPENS_ROWS])
 
 
 # ------------------------------------------------------------------ calls
@@ -634,11 +631,7 @@ def keep_calls(results: dict[int, dict[str, Calls]], command: str, loop: str) ->
             " (the --baseline code in the same run: {base_cpu_per_call_ms:.3f} ms, "
             "{base_calls_per_second:,.0f} calls/s)"
         )
-    rows = tuple(
-        Row(row.figure, row.target, row.measured.replace("{against}", against))
-        for row in CALLS_ROWS
-    )
-    record("scale-calls", command, figures, rows)
+    record("scale-calls", command, figures, [row.filled(against=against) for row in CALLS_ROWS])
 
 
 def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:

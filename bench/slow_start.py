@@ -74,14 +74,7 @@ async def measure(home: Path, delay: float) -> None:
             print(f"  {line.split('[mcp-tray] ', 1)[1]}")
     command = f".venv/bin/python bench/slow_start.py --delay {delay:g}"
     print(f"command: {command}")
-    rows = tuple(
-        Row(
-            row.figure,
-            row.target,
-            row.measured.replace("{state}", state).replace("{era}", str(era)),
-        )
-        for row in ROWS
-    )
+    rows = [row.filled(state=state, era=str(era)) for row in ROWS]
     record(
         "slow_start",
         command,
