@@ -145,22 +145,20 @@ class SessionStore:
         if not only_if_changed:
             self._write()
         elif self._dirty:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
+            loop = _running_loop()
+            if loop is None:
                 self._write()
-                return
-            self._write_in_thread(loop)
+            else:
+                self._write_in_thread(loop)
 
     def _write_soon(self) -> None:
         if self._pending is not None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = _running_loop()
+        if loop is None:
             self._write()
-            return
-        self._pending = loop.call_later(WRITE_DELAY_SECONDS, self._write_in_thread, loop)
+        else:
+            self._pending = loop.call_later(WRITE_DELAY_SECONDS, self._write_in_thread, loop)
 
     def _row(self, saved: SavedSession) -> str:
         row = self._rows.get(saved.id)
@@ -215,3 +213,12 @@ class SessionStore:
             self._in_file = number
             with contextlib.suppress(OSError):
                 write_private(self.path, content)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop this thread runs, or None (start-up, a test outside one): then writes are
+    made at once, on this thread."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
