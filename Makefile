@@ -55,7 +55,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
+	QT_QPA_PLATFORM=offscreen $(BIN)/pytest -n auto
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/recovery.py
