@@ -105,6 +105,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         {"family": PLATFORM, "subject": job, "text": f"platform: {job}: {name}"}
         for job, name in platform
     ]
+    findings.info.append(_express_lane_note())
     failed = bool(findings.warnings)
     if args.json:
         report = {
@@ -124,6 +125,19 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         for line in findings.note_lines():
             print(line)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _express_lane_note() -> Row:
+    """Whether plain calls can take the gateway's express lane with this uvicorn."""
+    from core.serving.http_guard import lane_hook_missing
+
+    missing = lane_hook_missing()
+    text = (
+        "express lane: on (plain calls skip the ASGI stack)"
+        if missing is None
+        else f"express lane: off: {missing}; every call takes the full path (same answers, more CPU)"
+    )
+    return {"family": PLATFORM, "subject": "express lane", "text": text}
 
 
 def _diagnose(paths: Paths, servers_env: dict[str, dict[str, str]]) -> "list[Diagnostic]":

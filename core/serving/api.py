@@ -14,6 +14,7 @@ able to drive mcp-tray through DNS rebinding).
     *    /mcp/{server}      the gateway (core.serving.gateway)
 """
 
+import functools
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -88,6 +89,17 @@ def host_is_loopback(host_header: str) -> bool:
     return host in LOOPBACK_HOSTS
 
 
+def presents_token(authorization: bytes, token: str) -> bool:
+    """Whether an Authorization header's raw value presents ``token``: the one check of
+    the token, for the guard and the express lane alike (constant time)."""
+    return hmac.compare_digest(authorization, _bearer(token))
+
+
+@functools.lru_cache(maxsize=1)
+def _bearer(token: str) -> bytes:
+    return f"Bearer {token}".encode()
+
+
 def origin_is_loopback(origin: str) -> bool:
     try:
         parts = urlsplit(origin)
@@ -141,9 +153,9 @@ class GuardMiddleware:
             )(scope, receive, send)
             return
         if not any(scope["path"].startswith(p) for p in self._open_paths):
-            supplied = headers.get("authorization", "")
-            expected = f"Bearer {self._token()}"
-            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+            # The header as it came (decode_headers decodes latin-1, which round-trips).
+            supplied = headers.get("authorization", "").encode("latin-1")
+            if not presents_token(supplied, self._token()):
                 response = _refusal(
                     401,
                     "unauthorized: send Authorization: Bearer <token> (mcp-tray token prints it)",

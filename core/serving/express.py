@@ -22,7 +22,6 @@ checks' common answer for granted once it has checked that it is that answer.
 """
 
 import functools
-import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,10 +30,10 @@ from starlette.types import Receive, Scope, Send
 
 from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 from core.protocol.http_session import HttpSession
-from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable, valid_id
+from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable
 from core.protocol.streamable import StreamableHttp, sequence_number
-from core.protocol.wire import content_problem
-from core.serving.api import gateway_server, host_is_loopback
+from core.protocol.wire import content_problem, shape_problem
+from core.serving.api import gateway_server, host_is_loopback, presents_token
 from core.serving.gateway import Gateway
 from core.settings.profiles import is_target
 
@@ -82,13 +81,11 @@ class Ticket:
             message = loads(body)
         except (ValueError, RecursionError):
             return None
-        # What shape_problem clears, narrowed to one request: "2.0", a method, a valid id.
-        if type(message) is not dict or message.get("jsonrpc") != "2.0":
+        # What the full path dispatches as one request: a message shape_problem clears,
+        # with a method other than initialize and an id.
+        if shape_problem(message) is not None or "id" not in message:
             return None
-        method = message.get("method")
-        if type(method) is not str or method == "initialize":
-            return None
-        if "id" not in message or not valid_id(message["id"]):
+        if type(message) is not dict or message.get("method") in (None, "initialize"):
             return None
         session = self.session
         if session.closed or self.endpoint.sessions.get(session.id) is not session:
@@ -130,7 +127,7 @@ class Express:
         host = found.get(b"host")
         if host is None or not _loopback(host):
             return None
-        if not hmac.compare_digest(found.get(b"authorization", b""), _bearer(self._token())):
+        if not presents_token(found.get(b"authorization", b""), self._token()):
             return None
         endpoint = self._gateway.served_endpoint(name)
         session_id = found.get(_SESSION)
@@ -182,9 +179,3 @@ def _plain_content(content_type: bytes, accept: bytes | None) -> bool:
     if accept is not None:
         headers["accept"] = accept.decode("latin-1")
     return content_problem(headers) is None
-
-
-@functools.lru_cache(maxsize=1)
-def _bearer(token: str) -> bytes:
-    """The Authorization header that presents ``token``, as the guard expects it."""
-    return f"Bearer {token}".encode()

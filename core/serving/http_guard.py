@@ -25,6 +25,8 @@ passed the token check, and on loopback a peer address names one connection.
 """
 
 import asyncio
+import functools
+import inspect
 import logging
 import re
 import time
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 logger = logging.getLogger(__name__)
@@ -133,11 +136,55 @@ class Lane(Protocol):
     def ticket(self, url: bytes, raw: list[tuple[bytes, bytes]]) -> LaneTicket | None: ...
 
 
+#: What the lane's cycle is built with (``GuardedProtocol._express_cycle``).
+_CYCLE_KEYWORDS: Final = frozenset(
+    {
+        "scope",
+        "transport",
+        "flow",
+        "logger",
+        "access_logger",
+        "access_log",
+        "default_headers",
+        "message_event",
+        "expect_100_continue",
+        "keep_alive",
+        "on_response",
+    }
+)
+
+
+@functools.cache
+def lane_hook_missing() -> str | None:
+    """Why this uvicorn cannot carry the express lane, or None when it can.
+
+    The lane starts uvicorn's own response cycle through a private method of its
+    httptools protocol (``_start_asgi_task``, from uvicorn 0.45) and builds that
+    cycle itself. A uvicorn without them would answer every plain call with an
+    exception, so the lane stays off there and every request takes the full path:
+    the same answers, at the full path's cost (``mcp-tray doctor`` says so)."""
+    version = getattr(uvicorn, "__version__", "?")
+    if not callable(getattr(HttpToolsProtocol, "_start_asgi_task", None)):
+        return f"uvicorn {version} has no HttpToolsProtocol._start_asgi_task (0.45 and later have)"
+    try:
+        accepted = set(inspect.signature(RequestResponseCycle).parameters)
+    except (TypeError, ValueError):
+        return f"uvicorn {version}: its RequestResponseCycle cannot be inspected"
+    missing_keywords = _CYCLE_KEYWORDS - accepted
+    if missing_keywords:
+        missing = ", ".join(sorted(missing_keywords))
+        return f"uvicorn {version}: its RequestResponseCycle takes no {missing}"
+    return None
+
+
 def guarded_protocol(
     guard: ConnectionGuard, express: Lane | None = None
 ) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with ``guard``'s deadline and cap, and ``express``'s lane
-    for plain tool calls (core.serving.express), for ``Config(http=...)``."""
+    for plain tool calls (core.serving.express), for ``Config(http=...)``; without the lane
+    where this uvicorn cannot carry it (``lane_hook_missing``)."""
+    if express is not None and lane_hook_missing() is not None:
+        express = None
     return type("GuardedHttpProtocol", (GuardedProtocol,), {"guard": guard, "express": express})
 
 

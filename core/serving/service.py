@@ -41,6 +41,7 @@ from core.serving.http_guard import (
     HttpLimits,
     connection_cap,
     guarded_protocol,
+    lane_hook_missing,
 )
 from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
@@ -130,6 +131,9 @@ class TrayService:
         self.port_notice: str | None = None
         self.limits = limits or HttpLimits()
         self.connections: ConnectionGuard | None = None
+        #: The express lane's judge of plain calls (core.serving.express), kept for tests
+        #: that compare it with the full path.
+        self.express = Express(self.gateway, lambda: self.token)
         self._accept_errors: AcceptErrorThrottle | None = None
 
     @property
@@ -268,13 +272,18 @@ class TrayService:
             self.limits, connection_cap(self.limits.max_connections, raise_file_limit())
         )
         self.connections = guard
+        lane_off = lane_hook_missing()
+        if lane_off is not None:
+            logger.warning(
+                "mcp-tray: the express lane is off (%s); calls take the full path", lane_off
+            )
         loop = asyncio.get_running_loop()
         self._accept_errors = AcceptErrorThrottle(loop.get_exception_handler())
         loop.set_exception_handler(self._accept_errors)
         app = build_app(routes, lambda: self.token, on_trusted=guard.trust, gateway=self.gateway)
         config = uvicorn.Config(
             app,
-            http=guarded_protocol(guard, Express(self.gateway, lambda: self.token)),
+            http=guarded_protocol(guard, self.express),
             log_level="warning",
             lifespan="off",
             access_log=False,
