@@ -446,6 +446,17 @@ def test_the_macos_bundle_is_a_menu_bar_app_with_the_icns_icon() -> None:
     assert exe.kwargs["console"] is True  # also the CLI and the bridge
 
 
+def test_the_macos_bundle_may_open_windows_although_its_executable_is_a_console_one() -> None:
+    """PyInstaller's BUNDLE sets LSBackgroundOnly for a console EXE, then merges
+    info_plist over its defaults: the plist PyInstaller would write is rebuilt
+    here by that same rule."""
+    _, made = declare("darwin")
+    [exe], [app] = made["EXE"], made["BUNDLE"]
+    written = {"LSBackgroundOnly": True} if exe.kwargs["console"] else {}
+    written.update(app.kwargs["info_plist"])
+    assert written["LSBackgroundOnly"] is False and written["LSUIElement"] is True
+
+
 def test_the_windows_bundle_is_a_windowed_exe_with_a_console_twin_and_the_ico_icon() -> None:
     last, made = declare("win32")
     assert "BUNDLE" not in made
