@@ -54,7 +54,7 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
     path = paths.config_file
     if not path.exists():
         private_dirs(path.parent)
-        path.write_text('{\n  "mcpServers": {}\n}\n', encoding="utf-8")
+        path.write_bytes(b'{\n  "mcpServers": {}\n}\n')
         print(
             f"mcp-tray: created an empty config at {path}; add your servers there", file=sys.stderr
         )
