@@ -15,6 +15,7 @@ from core.base.exitcodes import EXIT_OK
 from core.cli.parser import check_server_name
 from core.platform.display import gui_verdict
 from core.platform.files import open_private, private_dirs
+from core.platform.login_path import adopt_desktop_path
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 from core.settings.profiles import is_target, profile_name
@@ -65,6 +66,10 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     from core.settings.config import empty_config, load_config
 
     _stderr_to_log_without_console(paths)
+    # Before any server is resolved: a desktop-launched tray's PATH lacks the user's folders.
+    origin = adopt_desktop_path()
+    if origin.source != "inherited":
+        print(f"mcp-tray: {origin}", file=sys.stderr)
     path = _config_path(args, paths)
     if not args.headless and not os.environ.get(HEADLESS_ENV):
         gui = _try_gui(args)
