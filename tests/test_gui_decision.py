@@ -31,6 +31,13 @@ def test_macos_and_windows_try_the_window_with_no_display_variable(system: str) 
     assert gui_verdict(system, {}).possible
 
 
+@pytest.mark.parametrize("system", ["darwin", "win32"])
+@pytest.mark.parametrize("ssh", ["SSH_CONNECTION", "SSH_TTY"])
+def test_an_ssh_login_to_macos_or_windows_runs_headless(system: str, ssh: str) -> None:
+    verdict = gui_verdict(system, {ssh: "10.0.0.2 50000 10.0.0.1 22"})
+    assert not verdict.possible and "ssh" in verdict.reason
+
+
 @pytest.mark.parametrize(
     "environ",
     [{"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}, {"DISPLAY": "", "WAYLAND_DISPLAY": "w"}],

@@ -328,6 +328,21 @@ def test_make_run_installs_the_runtime_only_and_make_test_adds_the_dev_extras(
     assert DEV_INSTALL in _make_dry_run("lint", venv)
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("display", ["", ":0"])
+def test_make_run_leaves_whether_to_open_the_window_to_mcp_tray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, display: str
+) -> None:
+    """macOS and Windows have no DISPLAY: a shell check there would always go headless."""
+    monkeypatch.setenv("DISPLAY", display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    _stamp(venv, ".stamp-run", fresh=True)
+    [command] = _make_dry_run("run", venv).splitlines()
+    assert command == f"{venv}/bin/mcp-tray run --config resources/demo/config.json"
+
+
 # ------------------------------------------------------------------ the demo
 
 
