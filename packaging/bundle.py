@@ -5,7 +5,11 @@
 - macOS: ``dist/mcp-tray.app``, a menu-bar app: ``LSUIElement`` keeps it out
   of the Dock and the app switcher (its window opens from the menu-bar
   icon), with the .icns icon; its executable,
-  ``mcp-tray.app/Contents/MacOS/mcp-tray``, is also the CLI and the bridge.
+  ``mcp-tray.app/Contents/MacOS/mcp-tray``, is also the CLI and the bridge,
+  so it stays a console program. PyInstaller's BUNDLE writes
+  ``LSBackgroundOnly=True`` for a console executable (building/osx.py,
+  6.x), which Apple documents as a faceless app; ``info_plist`` is merged
+  over PyInstaller's defaults, so it sets the key False outright.
 - Windows: the one-folder ``dist/mcp-tray/`` with a windowed
   ``mcp-tray.exe`` (no console window behind the tray; the .ico icon) and
   its console twin ``mcp-tray-cli.exe`` from the same analysis, which the
@@ -75,6 +79,8 @@ def build(system: str, root: Path, pyinstaller: dict[str, Any], version: str) ->
             "CFBundleShortVersionString": version,
             # A menu-bar app: no Dock icon, no app-switcher entry.
             "LSUIElement": True,
+            # An agent app may open windows; a background-only one may not.
+            "LSBackgroundOnly": False,
             "NSHighResolutionCapable": True,
         },
     )

@@ -62,13 +62,20 @@ def _file_limit(limit: int) -> Callable[[], None]:
 
 
 class Headless:
-    def __init__(self, home: Path, config: dict[str, Any], file_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        config: dict[str, Any],
+        file_limit: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``env``: variables to set (or replace) in the tray's environment."""
         self.home = home
         self.config_path = home / "test-config.json"
         home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(json.dumps(config))
         self.paths: Paths = default_paths({"MCP_TRAY_HOME": str(home)})
-        env = home_env(home)
+        env = {**home_env(home), **(env or {})}
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -583,8 +583,9 @@ def test_doctor_shows_a_token_kept_in_a_file_as_information_and_exits_0(tmp_path
     assert lines[0] == "no problems found"
     assert lines[1].startswith(f"info: token-storage: the API token is kept in {paths.token_file}")
     assert report["ok"] is True and report["warnings"] == []
-    assert [note["family"] for note in report["info"]] == ["token-storage", *["platform"] * 11]
-    assert report["info"][-1]["text"].startswith("express lane: on")
+    families = ["token-storage", *["platform"] * 11, "path"]
+    assert [note["family"] for note in report["info"]] == families
+    assert report["info"][-2]["text"].startswith("express lane: on")
 
 
 def test_doctor_names_the_backends_in_use_and_mcp_tray_platform_chooses_them(

@@ -118,7 +118,7 @@ def test_the_windows_autostart_is_the_run_value_and_the_menu_entry_a_shortcut(
     environ = {"APPDATA": str(tmp_path / "Roaming")}
     result = desktop_windows.install(autostart=True, environ=environ, key=key, shell=shell)
 
-    launcher = launcher_argv(console=False)
+    launcher = launcher_argv(console=False, system="win32")
     assert key.values == {"mcp-tray": subprocess.list2cmdline([*launcher, "run", "--minimized"])}
     shortcut = tmp_path / "Roaming/Microsoft/Windows/Start Menu/Programs/mcp-tray.lnk"
     [(request, _env)] = shell.calls
@@ -131,13 +131,6 @@ def test_the_windows_autostart_is_the_run_value_and_the_menu_entry_a_shortcut(
     }
     assert shortcut in result.written
     assert any(str(w).endswith("CurrentVersion\\Run\\mcp-tray") for w in result.written)
-
-
-def test_a_windows_run_value_with_mcp_tray_home_sets_it_through_cmd(tmp_path: Path) -> None:
-    home = str(tmp_path / "tray")
-    value = desktop_windows.run_value({"MCP_TRAY_HOME": home})
-    assert value.startswith(f'cmd.exe /d /c "set \\"MCP_TRAY_HOME={home}\\"" &&')
-    assert value.endswith("run --minimized")
 
 
 @pytest.mark.parametrize("autostart", [False, True])

@@ -11,6 +11,7 @@ Makefile's stamps are checked with ``make -n`` against a temporary venv
 folder. The demo notes server runs for real, over stdio.
 """
 
+import configparser
 import email
 import importlib.metadata
 import json
@@ -30,6 +31,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import TextContent
 from packaging.requirements import Requirement
 
+from core.cli.desktop_entry import GUI_SCRIPT
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 
@@ -184,6 +186,17 @@ def test_the_wheel_metadata_says_mit(wheel: Build) -> None:
 # ------------------------------------------------------------------ the wheel's files
 
 
+def test_the_wheel_has_the_console_script_and_its_windowed_twin(wheel: Build) -> None:
+    """pip makes a console launcher for console_scripts and a windowed one (no
+    console window on Windows) for gui_scripts; the Windows desktop entries
+    start the windowed one (core.cli.desktop_entry.GUI_SCRIPT)."""
+    name = next(n for n in wheel.names() if n.endswith(".dist-info/entry_points.txt"))
+    entry_points = configparser.ConfigParser()
+    entry_points.read_string(wheel.read(name).decode())
+    assert dict(entry_points["console_scripts"]) == {"mcp-tray": "app.entry:main"}
+    assert dict(entry_points["gui_scripts"]) == {GUI_SCRIPT: "app.entry:main"}
+
+
 @pytest.mark.slow
 def test_the_wheel_holds_the_icons_the_demo_and_the_desktop_template(wheel: Build) -> None:
     wanted = [
@@ -315,6 +328,21 @@ def test_make_run_installs_the_runtime_only_and_make_test_adds_the_dev_extras(
     assert DEV_INSTALL in _make_dry_run("lint", venv)
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("display", ["", ":0"])
+def test_make_run_leaves_whether_to_open_the_window_to_mcp_tray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, display: str
+) -> None:
+    """macOS and Windows have no DISPLAY: a shell check there would always go headless."""
+    monkeypatch.setenv("DISPLAY", display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    _stamp(venv, ".stamp-run", fresh=True)
+    [command] = _make_dry_run("run", venv).splitlines()
+    assert command == f"{venv}/bin/mcp-tray run --config resources/demo/config.json"
+
+
 # ------------------------------------------------------------------ the demo
 
 
@@ -444,6 +472,17 @@ def test_the_macos_bundle_is_a_menu_bar_app_with_the_icns_icon() -> None:
     assert app.kwargs["info_plist"]["CFBundleShortVersionString"] == "9.9.9"
     [exe] = made["EXE"]
     assert exe.kwargs["console"] is True  # also the CLI and the bridge
+
+
+def test_the_macos_bundle_may_open_windows_although_its_executable_is_a_console_one() -> None:
+    """PyInstaller's BUNDLE sets LSBackgroundOnly for a console EXE, then merges
+    info_plist over its defaults: the plist PyInstaller would write is rebuilt
+    here by that same rule."""
+    _, made = declare("darwin")
+    [exe], [app] = made["EXE"], made["BUNDLE"]
+    written = {"LSBackgroundOnly": True} if exe.kwargs["console"] else {}
+    written.update(app.kwargs["info_plist"])
+    assert written["LSBackgroundOnly"] is False and written["LSUIElement"] is True
 
 
 def test_the_windows_bundle_is_a_windowed_exe_with_a_console_twin_and_the_ico_icon() -> None:

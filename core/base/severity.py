@@ -39,11 +39,14 @@ ENV_SCAN_FAILED: Final = "env-scan-failed"
 TOKEN_STORAGE: Final = "token-storage"
 #: Which OS backends this environment runs (``doctor`` lists them).
 PLATFORM: Final = "platform"
+#: Where the tray's PATH came from: as started, or its login shell's (``doctor``).
+PATH_ORIGIN: Final = "path"
 
 _WEIGHTS: Final = {
     ENV_SCAN_FAILED: Severity.ADVICE,
     TOKEN_STORAGE: Severity.INFO,
     PLATFORM: Severity.INFO,
+    PATH_ORIGIN: Severity.INFO,
 }
 
 

@@ -1,16 +1,21 @@
 """Windows: a Start-menu shortcut, and the Run value that starts mcp-tray at logon.
 
 - The shortcut: ``%APPDATA%\\Microsoft\\Windows\\Start Menu\\Programs\\mcp-tray.lnk``,
-  pointing at the launcher. A .lnk is a binary COM object; PowerShell's
-  ``WScript.Shell`` makes it, its values handed over in environment
-  variables so no quoting can go wrong.
+  pointing at the windowed launcher (``mcp-tray-gui.exe``, ``pythonw``, or
+  the bundle's ``mcp-tray.exe``: no console window behind the tray). A .lnk
+  is a binary COM object; PowerShell's ``WScript.Shell`` makes it, its
+  values handed over in environment variables so no quoting can go wrong.
 - ``--autostart``: the value ``mcp-tray`` of
   ``HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run``, a command line
-  (``subprocess.list2cmdline``) of the launcher + ``run --minimized``.
+  of the launcher + ``run --minimized``.
 
 A Run value and a shortcut cannot set a variable, so with ``MCP_TRAY_HOME``
-set the command goes through ``cmd.exe /d /c set "MCP_TRAY_HOME=…" && …``,
-which shows a console window for a moment at logon.
+set the launcher is given ``--home DIR`` (core.cli.main puts it back into
+the environment). No cmd.exe: its parsing is not the C runtime's that
+``subprocess.list2cmdline`` writes for (a quoted ``set "…"`` left ``&&``
+inside quotes), and it would flash a console at logon. The command line
+is parsed by the launcher's C runtime (CommandLineToArgvW's rules), which
+``list2cmdline`` quotes for; a Windows path holds no ``"``.
 """
 
 import os
@@ -19,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from core.base.envvars import HOME_ENV
 from core.cli.desktop_entry import (
     APP_ID,
     AUTOSTART_ARGS,
@@ -50,12 +54,13 @@ def start_menu_shortcut(environ: Mapping[str, str], home: Path | None = None) ->
 
 
 def command_argv(extra: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
-    """The launcher (+ ``extra``), behind ``cmd /c set MCP_TRAY_HOME=…`` when it is set."""
-    argv = [*launcher_argv(console=False), *extra]
+    """The windowed launcher, ``--home DIR`` when ``MCP_TRAY_HOME`` is set, then ``extra``."""
     home = home_override(environ)
-    if home is None:
-        return argv
-    return ["cmd.exe", "/d", "/c", f'set "{HOME_ENV}={home}"', "&&", *argv]
+    return [
+        *launcher_argv(console=False, system="win32"),
+        *(("--home", home) if home is not None else ()),
+        *extra,
+    ]
 
 
 def run_value(environ: Mapping[str, str] | None = None) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from core import __version__
 from core.base.errors import CommandError, McpTrayError, RegistryFileError
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
-from core.base.severity import PLATFORM, TOKEN_STORAGE
+from core.base.severity import PATH_ORIGIN, PLATFORM, TOKEN_STORAGE
 from core.cli.control_client import ControlClient, running_status
 from core.cli.findings import Row, by_severity, warnings_of
 from core.settings.paths import Paths
@@ -106,6 +106,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         for job, name in platform
     ]
     findings.info.append(_express_lane_note())
+    findings.info.append(_path_note(paths))
     failed = bool(findings.warnings)
     if args.json:
         report = {
@@ -138,6 +139,29 @@ def _express_lane_note() -> Row:
         else f"express lane: off: {missing}; every call takes the full path (same answers, more CPU)"
     )
     return {"family": PLATFORM, "subject": "express lane", "text": text}
+
+
+def _path_note(paths: Paths) -> Row:
+    """Where the running tray's PATH came from (its servers are found on it); without a
+    tray, what one started with this command's PATH would do (core.platform.login_path)."""
+    from core.platform.login_path import is_minimal
+
+    running = running_status(paths)
+    told = running[1].get("path") if running is not None else None
+    if isinstance(told, dict):
+        added = ", ".join(map(str, told.get("added") or ())) or "nothing"
+        text = (
+            f"path: the running mcp-tray's PATH is {told.get('source')} "
+            f"({told.get('detail')}); added: {added}"
+        )
+    elif is_minimal(os.environ.get("PATH", "")):
+        text = (
+            "path: no mcp-tray runs; this PATH holds only system folders, so a tray "
+            "started with it asks the login shell ($SHELL -ilc) for the user's"
+        )
+    else:
+        text = "path: no mcp-tray runs; a tray started with this PATH keeps it as it is"
+    return {"family": PATH_ORIGIN, "subject": "mcp-tray", "text": text}
 
 
 def _diagnose(paths: Paths, servers_env: dict[str, dict[str, str]]) -> "list[Diagnostic]":

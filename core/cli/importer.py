@@ -19,7 +19,7 @@ from core.base.errors import ConfigError
 from core.cli import integrations
 from core.cli.client_files import JsonFile, file_of, read, strip_jsonc
 from core.cli.install import is_mcp_tray_entry
-from core.platform.files import private_dirs
+from core.platform.files import line_ending, private_dirs, with_line_ending
 from core.settings.config import CONFIG_FILE, KEYRING_REF_RE, ServerConfig, parse_config
 from core.settings.filereader import read_text
 
@@ -121,10 +121,10 @@ def import_servers(
 ) -> ImportReport:
     """Merge ``source`` into the config at ``config_path`` (created if absent)."""
     report = ImportReport()
-    text = read_text(config_path, CONFIG_FILE) if config_path.exists() else None
-    if text is not None:
-        parse_config(text, config_path)  # refuse to edit a broken config
-        document = json.loads(text)
+    original = read_text(config_path, CONFIG_FILE) if config_path.exists() else None
+    if original is not None:
+        parse_config(original, config_path)  # refuse to edit a broken config
+        document = json.loads(original)
     else:
         document = {"mcpServers": {}}
     servers: dict[str, Any] = document.setdefault("mcpServers", {})
@@ -170,11 +170,11 @@ def import_servers(
             kept["env"] = env
         servers[target] = kept
     if report.added or report.renamed:
-        text = json.dumps(document, indent=2) + "\n"
+        text = with_line_ending(json.dumps(document, indent=2) + "\n", line_ending(original))
         parse_config(text, config_path)
         private_dirs(config_path.parent)
         tmp = config_path.with_name(f".{config_path.name}.import.tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(text.encode("utf-8"))  # bytes: the ending chosen here, on every OS
         os.replace(tmp, config_path)
     return report
 

@@ -23,6 +23,8 @@ The rules (tests/test_install.py checks each):
   ``.bak``: a later install that changes something (say bridge → HTTP) would
   otherwise overwrite the copy of the file as it was before mcp-tray first
   touched it, which is the one worth keeping.
+- The file's own line ending: a CRLF file (written on Windows) is merged
+  on its lines and written back CRLF, as bytes (core.platform.files).
 - Atomic: a temporary file in the same folder, given the original's mode,
   then ``os.replace``. A symlinked config (a dotfiles repo) is written through
   the link, so the link survives.
@@ -60,7 +62,7 @@ from core.cli.integrations import (
     installable,
     installable_clients,
 )
-from core.platform.files import private_dirs, set_mode
+from core.platform.files import line_ending, private_dirs, set_mode, with_line_ending
 from core.settings.profiles import client_entry_name, path_target
 
 #: A new client file gets this mode: an HTTP entry carries the API token,
@@ -272,11 +274,15 @@ def plan_install(
             continue
         changed[name] = wanted
     document = copy.deepcopy(current)
+    # Merged on "\n" lines, written back with the file's own ending.
+    ending = line_ending(original)
+    plain = None if original is None else original.replace("\r\n", "\n")
     if changed:
         document.setdefault(spec.key, {}).update(changed)
-        text = shape.merged(original, spec.key, changed, document)
+        merged = shape.merged(plain, spec.key, changed, document)
+        text = with_line_ending(merged, ending)
     else:
-        text = original if original is not None else ""
+        merged = text = original if original is not None else ""
     return InstallPlan(
         client=client,
         label=spec.label,
@@ -285,7 +291,7 @@ def plan_install(
         original=original,
         text=text,
         document=document,
-        diff=_diff(original, text, where),
+        diff=_diff(plain, merged, where),
         restart=spec.restart,
         added=tuple(added),
         updated=tuple(updated),
@@ -444,8 +450,9 @@ def _write_atomically(target: Path, text: str, mode: int) -> None:
         dir=target.parent, prefix=f".{target.name}.", suffix=".mcp-tray-tmp"
     )
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        # Bytes: text mode would turn each \n into \r\n on Windows (\r\r\n in a CRLF file).
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
         set_mode(temporary, mode)

@@ -11,7 +11,12 @@ documentation on 2026-11-30 (the OS is injected, so tests check all three):
 - Claude Desktop: ``claude_desktop_config.json`` under ``mcpServers``
   (modelcontextprotocol.io/quickstart/user): macOS in ``~/Library/Application
   Support/Claude``, Windows in ``%APPDATA%\\Claude``; read only at start
-  ("quit it completely"). There is no official Linux build; the community
+  ("quit it completely"). Its Windows installer is an MSIX package
+  (``Claude_<publisher id>``) since early 2026, and Windows gives a packaged
+  app's AppData a private copy (Microsoft's "how packaged desktop apps run"):
+  it reads ``%LOCALAPPDATA%\\Packages\\Claude_*\\LocalCache\\Roaming\\Claude``,
+  and a file in the real ``%APPDATA%`` is hidden from it (anthropics/
+  claude-code#26073). When that package folder exists, that file is the one. There is no official Linux build; the community
   ones use ``~/.config/Claude`` (aaddrick/claude-desktop-debian#400). It
   launches stdio servers only.
 - Claude Code: the user scope (``claude mcp add --scope user``) is the
@@ -61,6 +66,9 @@ class Place:
     #: A variable naming the folder of the file instead (``CODEX_HOME``),
     #: honoured when it holds an absolute path.
     folder_env: str | None = None
+    #: Windows: the MSIX package name (``Claude``) whose private copy of
+    #: ``%APPDATA%`` the client reads when it is installed as that package.
+    msix_package: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,9 @@ CLIENTS: Final = {
             places={
                 "linux": Place("xdg-config", "Claude/claude_desktop_config.json"),
                 "darwin": Place("app-support", "Claude/claude_desktop_config.json"),
-                "win32": Place("appdata", "Claude/claude_desktop_config.json"),
+                "win32": Place(
+                    "appdata", "Claude/claude_desktop_config.json", msix_package="Claude"
+                ),
             },
             restart="restart Claude Desktop: quit it completely (from its tray icon too, not "
             "only the window) and start it again; it reads this file only when it starts",
@@ -265,8 +275,30 @@ def client_config_path(
     elif place.base == "app-support":
         base = root / "Library" / "Application Support"
     elif place.base == "appdata":
+        packaged = _msix_roaming(place, root, env if home is None else {})
         appdata = env.get("APPDATA", "") if home is None else ""
-        base = Path(appdata) if appdata else root / "AppData" / "Roaming"
+        base = packaged or (Path(appdata) if appdata else root / "AppData" / "Roaming")
     else:
         base = root
     return base.joinpath(*place.relative.split("/"))
+
+
+def _msix_roaming(place: Place, root: Path, env: Mapping[str, str]) -> Path | None:
+    """The packaged client's own roaming folder,
+    ``%LOCALAPPDATA%\\Packages\\<name>_<publisher id>\\LocalCache\\Roaming``; None when
+    it is not installed so. Of several packages, the one holding the file."""
+    if place.msix_package is None:
+        return None
+    local = env.get("LOCALAPPDATA", "")
+    packages = (Path(local) if local else root / "AppData" / "Local") / "Packages"
+    try:
+        found = sorted(
+            folder / "LocalCache" / "Roaming"
+            for folder in packages.glob(f"{place.msix_package}_*")
+            if folder.is_dir()
+        )
+    except OSError:
+        return None
+    holding = [f for f in found if f.joinpath(*place.relative.split("/")).is_file()]
+    chosen = holding or found
+    return chosen[0] if chosen else None

@@ -19,9 +19,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from core import __version__
+from core.base.envvars import HOME_ENV
 from core.base.errors import CommandError, ConfigError, McpTrayError, NotRunning
 from core.base.exitcodes import (
     EXIT_FAILED,
@@ -78,6 +80,10 @@ def main(argv: Sequence[str] | None = None, *, gui: "GuiFactory | None" = None) 
     core never imports app/, so the console script (app/entry.py) passes it in."""
     args = build_parser().parse_args(argv)
     args.gui = gui
+    if args.home:
+        # As if MCP_TRAY_HOME were set: what this process writes into client
+        # snippets and starts (bridges, autostart) then names the same home.
+        os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
     paths = default_paths()
     if args.command is None:
         args.headless = False

@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Supervise local stdio MCP servers and share them with every AI client.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-tray {__version__}")
+    parser.add_argument(
+        "--home",
+        metavar="DIR",
+        help="mcp-tray's folder (config, state, logs), as MCP_TRAY_HOME sets it; for a "
+        "shortcut or login entry, which cannot set a variable",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = commands.add_parser("run", help="run mcp-tray (the tray, or --headless)")

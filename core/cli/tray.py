@@ -2,17 +2,20 @@
 client launches) and ``install-desktop`` (the menu and login entries that run it)."""
 
 import argparse
+import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 from core.base.envvars import HEADLESS_ENV, HOME_ENV
 from core.base.errors import CommandError, ConfigError
 from core.base.exitcodes import EXIT_OK
 from core.cli.parser import check_server_name
-from core.platform.files import private_dirs
+from core.platform.display import gui_verdict
+from core.platform.files import open_private, private_dirs
+from core.platform.login_path import adopt_desktop_path
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 from core.settings.profiles import is_target, profile_name
@@ -38,6 +41,9 @@ class GuiLauncher(Protocol):
 #: Imports the GUI on demand: the launcher, or None (printed why) when it cannot start.
 GuiFactory = Callable[[], GuiLauncher | None]
 
+#: Where a tray with no console writes what it would print (in the log folder).
+NO_CONSOLE_LOG: Final = "mcp-tray-no-console.log"
+
 
 def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
     if args.demo:
@@ -49,7 +55,7 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
     path = paths.config_file
     if not path.exists():
         private_dirs(path.parent)
-        path.write_text('{\n  "mcpServers": {}\n}\n', encoding="utf-8")
+        path.write_bytes(b'{\n  "mcpServers": {}\n}\n')
         print(
             f"mcp-tray: created an empty config at {path}; add your servers there", file=sys.stderr
         )
@@ -59,6 +65,11 @@ def _config_path(args: argparse.Namespace, paths: Paths) -> Path:
 def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     from core.settings.config import empty_config, load_config
 
+    _stderr_to_log_without_console(paths)
+    # Before any server is resolved: a desktop-launched tray's PATH lacks the user's folders.
+    origin = adopt_desktop_path()
+    if origin.source != "inherited":
+        print(f"mcp-tray: {origin}", file=sys.stderr)
     path = _config_path(args, paths)
     if not args.headless and not os.environ.get(HEADLESS_ENV):
         gui = _try_gui(args)
@@ -75,18 +86,35 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     return run_headless(load_config(path), paths)
 
 
-def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
-    """The tray, when there is a display and a GUI was wired in; else None (headless)."""
+def _try_gui(
+    args: argparse.Namespace,
+    system: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GuiLauncher | None:
+    """The tray, when this OS can show it now and a GUI was wired in; else None (headless)."""
     factory: GuiFactory | None = getattr(args, "gui", None)
     if factory is None:
         return None
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        print(
-            "mcp-tray: no display (DISPLAY/WAYLAND_DISPLAY unset): running headless",
-            file=sys.stderr,
-        )
+    verdict = gui_verdict(system, environ)
+    if not verdict.possible:
+        print(f"mcp-tray: {verdict.reason}: running headless", file=sys.stderr)
         return None
     return factory()
+
+
+def _stderr_to_log_without_console(paths: Paths) -> None:
+    """Give a tray with no console (``sys.stderr`` None: a windowed .exe, pythonw,
+    the ``mcp-tray-gui`` script) a log file for what it prints: a headless
+    fallback or a config error must leave a trace, not nothing. Errors the
+    CLI reports after a command fails go there too."""
+    if sys.stderr is not None:
+        return
+    log = open_private(paths.log_dir / NO_CONSOLE_LOG)
+    if isinstance(log, io.TextIOWrapper):
+        log.reconfigure(line_buffering=True)  # a line per print: a kill loses none
+    sys.stderr = log
+    if sys.stdout is None:
+        sys.stdout = log
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:

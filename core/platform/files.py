@@ -15,6 +15,12 @@
 - No-wait open: ``O_NONBLOCK | O_NOCTTY`` on POSIX, so opening a FIFO or a
   terminal put where a config should be returns at once; Windows keeps its
   named pipes out of the file system, so a plain open cannot wait.
+- Line endings: every file mcp-tray writes gets exactly the characters it
+  was given (bytes, or text with ``newline=""``). Text mode's default
+  turns each ``\n`` into ``\r\n`` on Windows, so text read with its
+  ``\r\n`` kept and written back becomes ``\r\r\n``: a second install
+  left Codex's config.toml unparseable. ``line_ending`` and
+  ``with_line_ending`` keep a file's own ending for what is added to it.
 """
 
 import contextlib
@@ -63,18 +69,35 @@ def open_private(path: Path, mode: str = "a", encoding: str = "utf-8") -> IO[Any
     # Not ours to change (another user's file, a read-only mount): still usable.
     with contextlib.suppress(OSError):
         _chmod(path, PRIVATE_FILE_MODE)
-    return os.fdopen(fd, mode, encoding=None if "b" in mode else encoding)
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding=encoding, newline="")
 
 
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` atomically, 0600 from the first byte, in a private folder."""
     private_dirs(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    # O_BINARY (Windows): else the C runtime's text mode would still add \r before \n.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     _chmod(tmp, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text.encode("utf-8"))
     os.replace(tmp, path)
+
+
+def line_ending(text: str | None) -> str:
+    """The line ending of a file's text: ``"\r\n"`` when every line ends so, else ``"\n"``
+    (a file with mixed endings keeps them; what is added to it gets ``"\n"``)."""
+    if not text or "\r\n" not in text:
+        return "\n"
+    return "\r\n" if text.count("\r\n") == text.count("\n") else "\n"
+
+
+def with_line_ending(text: str, ending: str) -> str:
+    """``text``, whose lines end ``"\n"``, with each ending ``ending``."""
+    return text if ending == "\n" else text.replace("\n", ending)
 
 
 def set_mode(path: Path | str, mode: int) -> None:

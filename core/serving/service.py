@@ -26,6 +26,7 @@ from starlette.routing import Route
 from core.base.snapshot import ProfileSnapshot, WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
+from core.platform.login_path import path_origin
 from core.platform.memory import return_large_blocks
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
@@ -196,6 +197,8 @@ class TrayService:
             },
             "sessions": self.sessions_json(),
             "workers": self.workers_json(),
+            # Where the PATH its servers are spawned with came from (core.platform.login_path).
+            "path": path_origin().to_json(),
         }
 
     def sessions_json(self) -> list[dict[str, Any]]:
