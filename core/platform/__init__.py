@@ -13,5 +13,6 @@ call. The layer sits below settings and supervision, above base.
 - ``reaper``: the Linux subreaper that catches escapees;
 - ``procs``: psutil lookups (environment, tags, descendants, same user);
 - ``files``: private folders and files, the instance lock, the file limit;
-- ``signals``: the signals that stop a foreground run.
+- ``signals``: the signals that stop a foreground run;
+- ``sockets``: the gateway socket's address-reuse option (SO_EXCLUSIVEADDRUSE on Windows).
 """

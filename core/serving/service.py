@@ -27,6 +27,7 @@ from core.base.snapshot import ProfileSnapshot, WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
 from core.platform.memory import return_large_blocks
+from core.platform.sockets import apply_listening_options
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
@@ -425,9 +426,9 @@ def _bind_loopback(port: int) -> socket.socket:
     # sockets whose proto says TCP, and without it every SSE reply waits
     # ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    # Lets a restarted tray take its port back at once while connections of
-    # the previous one linger in TIME_WAIT; a *listening* holder still wins.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # A restarted tray takes its port back over TIME_WAIT, and a *listening*
+    # holder still makes bind fail, on every OS (core.platform.sockets).
+    apply_listening_options(sock)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError:
