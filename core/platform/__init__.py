@@ -7,7 +7,7 @@ call. The layer sits below settings and supervision, above base.
 
 - ``backends``: which set runs (this OS's native one, or ``portable`` by
   ``MCP_TRAY_PLATFORM``), and ``describe`` for ``mcp-tray doctor``;
-- ``exits``: seeing a child exit (pidfd, kqueue, a wait thread);
+- ``exits``, ``kqueue_watch``: seeing a child exit (pidfd, kqueue, a wait thread);
 - ``pipes``: a child's stdio as asyncio transports (the loop, or threads);
 - ``trees``, ``jobs``: a child's process tree (group, psutil, job object);
 - ``reaper``: the Linux subreaper that catches escapees;

@@ -56,6 +56,8 @@ SIGKILL_SETTLE_SECONDS: Final = 1.0
 #: How often the stop contract re-checks whether the tree is empty. This is
 #: the stop path only; exit detection never polls.
 GROUP_CHECK_INTERVAL_SECONDS: Final = 0.02
+#: Should an exit watch tell before ``poll`` can reap (none does), how soon to look again.
+EARLY_EXIT_RECHECK_SECONDS: Final = 0.005
 #: Largest single JSON-RPC line read from a child (big resources are legal).
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 
@@ -238,10 +240,12 @@ class ChildProcess:
         self._stdin_protocol = protocol
 
     def _on_exit(self) -> None:
-        # The watch saw the exit, so poll() reaps without blocking.
+        # Every watch tells once poll() can reap (WNOHANG); should one ever be
+        # early, look again soon: a blocking wait here would freeze core's loop.
         returncode = self.popen.poll()
-        if returncode is None:  # pragma: no cover - the OS said it exited
-            returncode = self.popen.wait()
+        if returncode is None:
+            self._loop.call_later(EARLY_EXIT_RECHECK_SECONDS, self._on_exit)
+            return
         LIVE_PIDS.discard(self.pid)
         if not self.exited.done():
             self.exited.set_result(returncode)
