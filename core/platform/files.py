@@ -19,6 +19,7 @@
 
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import IO, Any, Final
@@ -75,6 +76,16 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(tmp, path)
+
+
+def copy_private(source: Path, dest: Path) -> None:
+    """``source``'s bytes into ``dest`` (made, or emptied first), 0600 like every file of ours."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+    fd = os.open(dest, flags, PRIVATE_FILE_MODE)
+    with contextlib.suppress(OSError):
+        _chmod(dest, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as into:
+        shutil.copyfileobj(into, out)
 
 
 def set_mode(path: Path | str, mode: int) -> None:
