@@ -14,5 +14,6 @@ call. The layer sits below settings and supervision, above base.
 - ``procs``: psutil lookups (environment, tags, descendants, same user);
 - ``files``: private folders and files, the instance lock, the file limit;
 - ``signals``: the signals that stop a foreground run;
+- ``commands``: a Windows batch file's cmd.exe command line, quoted for cmd.exe;
 - ``sockets``: the gateway socket's address-reuse option (SO_EXCLUSIVEADDRUSE on Windows).
 """

@@ -45,6 +45,7 @@ from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV, TAG_SE
 from core.base.errors import SpawnError
 from core.platform import procs
 from core.platform.backends import Backends, backends
+from core.platform.commands import popen_command
 
 #: Grace period for the server to exit on its own after its stdin closes.
 STDIN_CLOSE_GRACE_SECONDS: Final = 2.0
@@ -179,11 +180,14 @@ class ChildProcess:
         executable = resolve_command(command, env, cwd)
         argv = [executable, *args]
         platform = backends()
+        # A .cmd/.bat on Windows goes through cmd.exe, quoted for it (or refused).
+        popen_args, program = popen_command(argv)
         try:
             # Popen forks synchronously, as asyncio's own subprocess support does;
             # we keep the Popen so the platform's exit watch, not asyncio's, sees the exit.
             popen = subprocess.Popen(  # noqa: ASYNC220
-                argv,
+                popen_args,
+                executable=program,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
