@@ -95,3 +95,20 @@ def test_cores_loop_is_built_on_cores_own_thread_not_the_callers(tray_home: Path
         assert core.call(asyncio.get_running_loop) is core.loop
     finally:
         core.stop()
+
+
+def test_a_quit_no_runner_listens_for_is_refused_and_the_core_keeps_running(
+    tray_home: Paths,
+) -> None:
+    from core.cli.control_client import ControlClient
+
+    tray_home.config_file.write_text(json.dumps({"mcpServers": {}}))
+    core = core_for(tray_home)
+    core.start(timeout=30)
+    try:
+        reply = ControlClient.connect(tray_home).request("POST", "/api/v1/quit")
+        assert reply.status == 409
+        assert "cannot be asked to quit" in reply.error
+        assert core.call(lambda: core.service.info is not None)
+    finally:
+        core.stop()

@@ -122,6 +122,8 @@ class TrayService:
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
         self.on_raise: Callable[[], None] | None = None
+        #: Set by whoever runs the service (headless, the GUI): asks it to stop and exit.
+        self.on_quit: Callable[[], None] | None = None
         self.info: RuntimeInfo | None = None
         self.token = ""
         self._server: _QuietServer | None = None
@@ -222,6 +224,14 @@ class TrayService:
         if self.on_raise is None:
             return False
         self.on_raise()
+        return True
+
+    def quit(self) -> bool:
+        """``mcp-tray quit`` asked the tray to stop (the polite stop on every OS,
+        Windows' included, where no SIGTERM exists); False when nobody can."""
+        if self.on_quit is None:
+            return False
+        self.on_quit()
         return True
 
     # ------------------------------------------------------ gateway hooks
