@@ -109,6 +109,8 @@ class Gui:
         self.window = MainWindow(self.link)
         # Asked on core's loop (the raise request of a second launch): shown on the GUI thread.
         core.service.on_raise = lambda: self.link.on_gui(self.window.bring_up)
+        # `mcp-tray quit`: as the tray menu's Quit.
+        core.service.on_quit = lambda: self.link.on_gui(self.quit)
         self.tray = TrayController(
             self.link, TrayActions(self.link, self.window.bring_up, self.quit)
         )
@@ -156,6 +158,7 @@ class Gui:
     def close(self) -> None:
         """Take the desktop side down (the core is stopped after, by its owner)."""
         self.core.service.on_raise = None
+        self.core.service.on_quit = None
         self.tray.icon.hide()
         self.window.close_down()
         self.link.close()

@@ -8,12 +8,30 @@
 # its files (under a temporary XDG home); `run --headless` on the demo config answers
 # `status --json` with every server ready (the demo servers are Python scripts
 # that the bundle's launcher runs itself, see packaging/entry.py) and a tool
-# call; SIGTERM stops it with exit 0 and no server process left.
+# call; it is stopped the way its OS stops an app, with exit 0 and no server
+# process left: SIGTERM on Linux and macOS (logout, launchd, systemd), and
+# `mcp-tray quit` on Windows, where Git Bash's `kill -TERM` is TerminateProcess,
+# a hard kill that skips the stop contract.
 set -eu
 
 BUNDLE=${1:-dist/mcp-tray/mcp-tray}
 CONFIG=${2:-resources/demo/config.json}
 TIMEOUT=${SMOKE_TIMEOUT:-60}
+
+case "$(uname -s)" in
+    MINGW* | MSYS* | CYGWIN*) windows=1 ;;
+    *) windows=0 ;;
+esac
+
+# Whether a server process (a pid as the tray reports it: a Windows pid there,
+# which Git Bash's kill does not know) still runs.
+alive() {
+    if [ "$windows" = 1 ]; then
+        tasklist //NH //FI "PID eq $1" 2>/dev/null | grep -qw "$1"
+    else
+        kill -0 "$1" 2>/dev/null
+    fi
+}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-tray-smoke.XXXXXX")
 pid=""
@@ -67,14 +85,21 @@ echo "== call demo-clock now"
 echo "ok"
 
 children=$(sed -n 's/.*"pid": \([0-9][0-9]*\).*/\1/p' "$work/status.json")
-echo "== SIGTERM"
-kill -TERM "$pid"
+if [ "$windows" = 1 ]; then
+    echo "== mcp-tray quit"
+    how="mcp-tray quit"
+    "$BUNDLE" quit || fail "mcp-tray quit failed"
+else
+    echo "== SIGTERM"
+    how="SIGTERM"
+    kill -TERM "$pid"
+fi
 code=0
 wait "$pid" || code=$?
 pid=""
-[ "$code" -eq 0 ] || fail "mcp-tray exited $code on SIGTERM"
+[ "$code" -eq 0 ] || fail "mcp-tray exited $code on $how"
 for child in $children; do
-    if kill -0 "$child" 2>/dev/null; then fail "server process $child is still alive"; fi
+    if alive "$child"; then fail "server process $child is still alive"; fi
 done
 echo "stopped with exit 0, no server process left"
 echo "smoke test passed"

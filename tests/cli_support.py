@@ -127,7 +127,11 @@ class Headless:
     def stop(self) -> str:
         """Stop it (SIGTERM, then SIGKILL); its stderr. Once only: the streams close."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if sys.platform == "win32":
+                # SIGTERM is TerminateProcess there, a hard kill: ask as `mcp-tray quit` does.
+                cli(self.home, "quit", timeout=30)
+            else:
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:

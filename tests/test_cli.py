@@ -2,8 +2,10 @@
 
 Strategy: start `mcp-tray run --headless` as a subprocess under a private
 MCP_TRAY_HOME, drive it with the real CLI (python -m core.cli.main) and check
-stdout, stderr and exit codes; kill it with SIGTERM and SIGKILL and look for
-leftover processes with psutil. Hostile input (bad numbers, names no config
+stdout, stderr and exit codes; stop it with ``quit`` (every OS), SIGTERM and
+SIGKILL (POSIX; on Windows SIGTERM is a hard kill and the job objects leave
+no orphans, so those tests are marked per OS) and look for leftover
+processes with psutil. Hostile input (bad numbers, names no config
 can hold, a FIFO as the config, a damaged registry file written by the test,
 empty stdin) must give one line on stderr and an exit code from the
 documented set, never a traceback. Every process runs with keyring's "fail"
@@ -48,7 +50,7 @@ from tests.cli_support import (
     run_python,
     trip_a_session,
 )
-from tests.conftest import ECHO, GRANDCHILD, make_fifo, python_server
+from tests.conftest import ECHO, GRANDCHILD, make_fifo, python_server, wait_until_sync
 from tests.conftest import process_alive as alive
 from tests.fake_keyring import FileKeyring
 
@@ -183,6 +185,11 @@ def test_a_second_instance_refuses_to_start(headless: Any, tmp_path: Path) -> No
     assert "already running" in result.stderr
 
 
+@pytest.mark.skipif(
+    sys.platform == "win32",
+    reason="SIGTERM is TerminateProcess on Windows, a hard kill with no stop contract "
+    "(README: Platforms); the quit test below is the polite stop there",
+)
 def test_sigterm_stops_every_child_and_grandchild_and_exits_0(
     headless: Any, tmp_path: Path
 ) -> None:
@@ -201,6 +208,30 @@ def test_sigterm_stops_every_child_and_grandchild_and_exits_0(
     assert not tray.paths.runtime_file.exists()
 
 
+def test_quit_stops_every_child_and_grandchild_and_exits_0(headless: Any, tmp_path: Path) -> None:
+    # The polite stop of every OS (Windows has no SIGTERM to hear).
+    pid_file = tmp_path / "gc.pid"
+    tray = headless(
+        {"mcpServers": {"gc": python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file))}}
+    )
+    server = tray.wait_state("gc", "ready")
+    grandchild = int(pid_file.read_text())
+
+    result = cli(tray.home, "quit")
+    assert result.returncode == 0, result.stderr
+    assert f"mcp-tray (pid {tray.proc.pid}) stopped every server and exited" in result.stdout
+    assert tray.proc.wait(timeout=20) == 0
+    assert not alive(server["pid"])
+    assert not alive(grandchild)
+    assert not tray.paths.runtime_file.exists()
+    assert cli(tray.home, "quit").returncode == 3  # nothing left to ask
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32",
+    reason="on Windows the job objects end every server with the killed tray "
+    "(KILL_ON_JOB_CLOSE): no orphans are left to sweep, by design; the next test checks that",
+)
 def test_after_sigkill_the_next_start_sweeps_the_leftovers(headless: Any, tmp_path: Path) -> None:
     pid_file = tmp_path / "gc.pid"
     config = {"mcpServers": {"gc": python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file))}}
@@ -218,6 +249,25 @@ def test_after_sigkill_the_next_start_sweeps_the_leftovers(headless: Any, tmp_pa
 
     assert not alive(server["pid"])
     assert not alive(grandchild)
+
+
+@pytest.mark.skipif(
+    sys.platform != "win32", reason="the job object is Windows'; POSIX sweeps orphans instead"
+)
+def test_on_windows_a_killed_tray_takes_every_server_and_grandchild_with_it(
+    headless: Any, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "gc.pid"
+    config = {"mcpServers": {"gc": python_server(GRANDCHILD, GRANDCHILD_PID_FILE=str(pid_file))}}
+    tray = headless(config)
+    server = tray.wait_state("gc", "ready")
+    grandchild = int(pid_file.read_text())
+
+    tray.proc.kill()  # TerminateProcess: the tray's job handles close with it
+    tray.proc.wait()
+    wait_until_sync(
+        lambda: not alive(server["pid"]) and not alive(grandchild), what="the job's end"
+    )
 
 
 def test_sessions_reset_and_token_commands_against_a_running_instance(headless: Any) -> None:

@@ -4,9 +4,11 @@ Strategy: a real TrayService with a real echo child, started by CoreThread
 on its thread; this test's thread plays the GUI: it submits a tool call,
 reads with ``call``, posts, and stops the core, after which the child and
 the instance lock are gone. A second core for the same home fails to start
-with the error the service raised. No Qt: this is core's side of the link.
+with the error the service raised; core's loop is built on core's own
+thread (a loop factory says where it ran). No Qt: this is core's side of the link.
 """
 
+import asyncio
 import json
 import threading
 
@@ -69,3 +71,44 @@ def test_a_core_that_cannot_start_raises_the_services_own_error(tray_home: Paths
         second.stop()  # nothing to stop: its thread ended with the failed start
     finally:
         first.stop()
+
+
+def test_cores_loop_is_built_on_cores_own_thread_not_the_callers(tray_home: Paths) -> None:
+    # A Proactor loop built on the GUI (main) thread would take the process's
+    # signal wakeup fd from the GUI's loop: the factory says where it ran.
+    tray_home.config_file.write_text(json.dumps({"mcpServers": {}}))
+    config = load_config(tray_home.config_file)
+    built_on: list[threading.Thread] = []
+
+    def new_loop() -> asyncio.AbstractEventLoop:
+        built_on.append(threading.current_thread())
+        return asyncio.new_event_loop()
+
+    core = CoreThread(lambda: TrayService(config, tray_home, timing=FAST_TIMING), new_loop)
+    with pytest.raises(RuntimeError, match="has not started"):
+        core.post(print)
+    assert built_on == []
+    core.start(timeout=30)
+    try:
+        assert [t.name for t in built_on] == ["mcp-tray core"]
+        assert built_on[0] is not threading.current_thread()
+        assert core.call(asyncio.get_running_loop) is core.loop
+    finally:
+        core.stop()
+
+
+def test_a_quit_no_runner_listens_for_is_refused_and_the_core_keeps_running(
+    tray_home: Paths,
+) -> None:
+    from core.cli.control_client import ControlClient
+
+    tray_home.config_file.write_text(json.dumps({"mcpServers": {}}))
+    core = core_for(tray_home)
+    core.start(timeout=30)
+    try:
+        reply = ControlClient.connect(tray_home).request("POST", "/api/v1/quit")
+        assert reply.status == 409
+        assert "cannot be asked to quit" in reply.error
+        assert core.call(lambda: core.service.info is not None)
+    finally:
+        core.stop()

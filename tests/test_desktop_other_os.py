@@ -22,15 +22,19 @@ DOMAIN = "gui/501"
 
 
 class Recorder:
-    """Stands in for an OS tool: writes down each command, answers success."""
+    """Stands in for an OS tool: writes down each command, answers success
+    (``launchctl print``: the agent is not loaded, unless ``answers`` says otherwise)."""
 
-    def __init__(self, returncode: int = 0) -> None:
+    def __init__(self, returncode: int = 0, answers: dict[str, int] | None = None) -> None:
         self.calls: list[Any] = []
         self.returncode = returncode
+        self.answers = {"print": 113, **(answers or {})}
 
     def __call__(self, *args: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(args[0] if len(args) == 1 else args)
-        return subprocess.CompletedProcess(args, self.returncode, "", "no such domain")
+        verb = args[0][1] if len(args) == 1 and len(args[0]) > 1 else ""
+        code = self.answers.get(verb, self.returncode)
+        return subprocess.CompletedProcess(args, code, "", "no such domain")
 
 
 class DictRunKey:
@@ -67,9 +71,9 @@ def test_the_macos_autostart_is_a_launch_agent_loaded_with_bootstrap(tmp_path: P
         "ProcessType": "Interactive",
         "LimitLoadToSessionType": "Aqua",
     }
-    # bootout first (a copy loaded earlier keeps its old arguments), then bootstrap; never `load`.
+    # Nothing loaded before (print finds no label): straight to bootstrap; never `load`.
     assert launchctl(run.calls) == [
-        ["launchctl", "bootout", f"{DOMAIN}/io.github.mcp-tray"],
+        ["launchctl", "print", f"{DOMAIN}/io.github.mcp-tray"],
         ["launchctl", "bootstrap", DOMAIN, str(path)],
     ]
     assert any("starts at login" in note for note in result.notes)
@@ -85,6 +89,7 @@ def test_the_launch_agent_carries_mcp_tray_home_and_a_failed_bootstrap_is_said(
         home=tmp_path,
         run=run,
         domain=lambda: DOMAIN,
+        sleep=lambda seconds: None,
     )
     agent = plistlib.loads(desktop_macos.agent_path(tmp_path).read_bytes())
     assert agent["EnvironmentVariables"] == {"MCP_TRAY_HOME": str(tmp_path / "tray")}

@@ -5,6 +5,8 @@ matters) whose configured port is held by a listening socket of the test;
 it must start, listen on another port, publish that port in the runtime
 file, say so in one log line and list a ``port-taken`` warning on every
 surface that reads the service's warnings (snapshot, /api/v1/warnings).
+The per-OS socket options are checked with the OS named, on a socket that
+records them (Windows' exclusive use cannot be bound here).
 """
 
 import errno
@@ -18,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.platform.sockets import apply_listening_options
 from core.serving import service as service_module
 from core.serving.service import TrayService, bind_gateway
 from core.settings.config import DEFAULT_GATEWAY_PORT, GatewaySettings, TrayConfig
@@ -141,3 +144,43 @@ def test_a_port_that_needs_root_falls_back_too(
         assert notice is not None
         assert notice.startswith("port 80 cannot be used (ports below 1024 need root)")
         assert f"listens on {sock.getsockname()[1]} instead" in notice
+
+
+class _RecordingSocket:
+    """Only what the options touch: the setsockopt calls, in order."""
+
+    def __init__(self) -> None:
+        self.options: list[tuple[int, int, int]] = []
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        self.options.append((level, option, value))
+
+
+def test_on_windows_the_gateway_asks_for_its_port_exclusively_and_never_for_reuse() -> None:
+    # winsock2.h: SOL_SOCKET 0xffff, SO_REUSEADDR 4, SO_EXCLUSIVEADDRUSE ~SO_REUSEADDR.
+    sock = _RecordingSocket()
+    apply_listening_options(sock, "win32")
+    assert sock.options == [(0xFFFF, ~4, 1)]
+    assert not any(option == 4 for _, option, _ in sock.options)
+
+
+@pytest.mark.parametrize("system", ["linux", "darwin"])
+def test_on_posix_the_gateway_asks_for_reuse_which_never_beats_a_listener(system: str) -> None:
+    sock = _RecordingSocket()
+    apply_listening_options(sock, system)
+    assert sock.options == [(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)]
+
+
+def test_a_listener_that_itself_allows_reuse_still_makes_the_gateway_fall_back(
+    tmp_path: Path,
+) -> None:
+    # The case SO_REUSEADDR must not open on POSIX: both sides ask for reuse.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        taken = holder.getsockname()[1]
+        sock, notice = bind_gateway(taken, tmp_path / "config.json")
+        with sock:
+            assert sock.getsockname()[1] != taken
+            assert notice is not None and notice.startswith(f"port {taken} is taken")

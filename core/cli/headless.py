@@ -1,7 +1,7 @@
 """``mcp-tray run --headless``: the whole service in the foreground, no Qt.
 
 The stop signals (SIGTERM and SIGINT; Ctrl+C and Ctrl+Break on Windows)
-stop every child by the stop contract, then exit 0.
+and ``mcp-tray quit`` stop every child by the stop contract, then exit 0.
 """
 
 import asyncio
@@ -32,6 +32,8 @@ async def serve(config: TrayConfig, paths: Paths) -> int:
     settle_after_start()
     stop = asyncio.Event()
     undo = on_stop_signals(asyncio.get_running_loop(), stop.set)
+    # `mcp-tray quit` (the control API, on this loop): the same stop as a signal's.
+    service.on_quit = stop.set
     enabled = len(config.enabled)
     print(
         f"mcp-tray {service.info.version if service.info else ''} running headless: "

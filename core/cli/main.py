@@ -1,7 +1,7 @@
 """The ``mcp-tray`` command: parse, dispatch to the command's module, map errors.
 
 The parser is core.cli.parser; each family of commands has a module of its
-own (tray: run, connect, install-desktop; servers: status, call, respawn,
+own (tray: run, connect, install-desktop; quit; servers: status, call, respawn,
 stop, start, tools, logs; profiles; sessions; doctor: doctor, workers; secret: secret,
 token; client_config: client-config, import). A module is imported only
 when its command runs, so ``mcp-tray status`` loads no supervision code.
@@ -63,6 +63,7 @@ COMMANDS: Final = {
     "workers": ("doctor", "cmd_workers"),
     "secret": ("secret", "cmd_secret"),
     "token": ("secret", "cmd_token"),
+    "quit": ("quit", "cmd_quit"),
     "client-config": ("client_config", "cmd_client_config"),
     "import": ("client_config", "cmd_import"),
 }

@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     profiles.add_argument("--json", action="store_true", help="machine-readable output")
 
     commands.add_parser("token", help="print the local API bearer token")
+    commands.add_parser(
+        "quit", help="stop the running mcp-tray (every server first) and wait until it exits"
+    )
 
     sessions = commands.add_parser("sessions", help="client sessions and their breakers")
     sessions.add_argument("--json", action="store_true", help="machine-readable output")

@@ -10,6 +10,14 @@ exit; the child is not reaped by the watch (``Popen.poll`` does that in
 - macOS, ``kqueue``: a kqueue with one ``KQ_FILTER_PROC``/``KQ_NOTE_EXIT``
   event for the pid; the kqueue's own descriptor becomes readable on exit
   and the loop watches it the same way (psutil and trio wait like this).
+  Readiness alone proves nothing (nested kqueues can wake spuriously): the
+  watch reads the event (``control(None, 1, 0)``, never blocking) and keeps
+  watching without one. After the event the child is reaped with
+  ``Popen.poll`` (WNOHANG): XNU may report the exit a moment before the
+  zombie can be reaped (trio's kqueue wait notes this race), so an early
+  ``poll`` is retried on a timer, never with a blocking ``wait`` on the
+  loop's thread. The logic is core.platform.kqueue_watch, OS-neutral so
+  tests can drive it with a fake kqueue.
 - Windows and the portable set, ``wait thread``: a thread blocked in
   ``Popen.wait`` (on Windows a ``WaitForSingleObject`` on the process
   handle) hands the exit to the loop with ``call_soon_threadsafe``. Event
@@ -154,8 +162,10 @@ if sys.platform == "linux":
                 self._fd = None
 
 
-elif sys.platform != "win32":
+if sys.platform != "linux" and sys.platform != "win32":
     import select
+
+    from core.platform.kqueue_watch import KqueueWatching
 
     class Kqueue:
         """macOS (and the BSDs): a kqueue per child, its descriptor watched by the loop."""
@@ -168,44 +178,11 @@ elif sys.platform != "win32":
             loop: asyncio.AbstractEventLoop,
             on_exit: OnExit,
         ) -> Watching:
-            return _KqueueWatching(popen, loop, on_exit)
-
-    class _KqueueWatching(_Once):
-        def __init__(
-            self,
-            popen: "subprocess.Popen[bytes]",
-            loop: asyncio.AbstractEventLoop,
-            on_exit: OnExit,
-        ) -> None:
-            super().__init__(popen, on_exit)
-            self._loop = loop
-            self._kq: select.kqueue | None = select.kqueue()
-            event = select.kevent(
+            queue = select.kqueue()
+            exit_event = select.kevent(
                 popen.pid,
                 filter=select.KQ_FILTER_PROC,
                 flags=select.KQ_EV_ADD | select.KQ_EV_ONESHOT,
                 fflags=select.KQ_NOTE_EXIT,
             )
-            try:
-                self._kq.control([event], 0, 0)
-            except ProcessLookupError:
-                # Exited before the watch began: no event will come, so say it now.
-                self._release()
-                loop.call_soon(self._fire)
-                return
-            loop.add_reader(self._kq.fileno(), self._fire)
-
-        def _fire(self) -> None:
-            self._release()
-            self._tell()
-
-        def _release(self) -> None:
-            if self._kq is not None:
-                with contextlib.suppress(ValueError, OSError):
-                    self._loop.remove_reader(self._kq.fileno())
-                self._kq.close()
-                self._kq = None
-
-        def close(self) -> None:
-            super().close()
-            self._release()
+            return KqueueWatching(popen, loop, on_exit, queue, exit_event)

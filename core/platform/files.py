@@ -25,6 +25,7 @@
 
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import IO, Any, Final
@@ -98,6 +99,16 @@ def line_ending(text: str | None) -> str:
 def with_line_ending(text: str, ending: str) -> str:
     """``text``, whose lines end ``"\n"``, with each ending ``ending``."""
     return text if ending == "\n" else text.replace("\n", ending)
+
+
+def copy_private(source: Path, dest: Path) -> None:
+    """``source``'s bytes into ``dest`` (made, or emptied first), 0600 like every file of ours."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+    fd = os.open(dest, flags, PRIVATE_FILE_MODE)
+    with contextlib.suppress(OSError):
+        _chmod(dest, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as into:
+        shutil.copyfileobj(into, out)
 
 
 def set_mode(path: Path | str, mode: int) -> None:

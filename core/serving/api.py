@@ -190,6 +190,8 @@ class ControlTarget(Protocol):
 
     def raise_window(self) -> bool: ...
 
+    def quit(self) -> bool: ...
+
     async def call_tool(
         self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
     ) -> dict[str, Any]: ...
@@ -301,6 +303,12 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
             return JSONResponse({"ok": True})
         return _error(409, "this mcp-tray runs headless: there is no window to raise", "headless")
 
+    async def quit_tray(request: Request) -> Response:
+        # Answered first; the runner stops every server by the stop contract, then exits.
+        if target.quit():
+            return JSONResponse({"ok": True, "stopping": True}, status_code=202)
+        return _error(409, "this mcp-tray cannot be asked to quit (no runner listens)", "no-runner")
+
     async def metrics(request: Request) -> Response:
         return Response(target.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -319,6 +327,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/warnings", warnings, methods=["GET"]),
         Route("/api/v1/profiles", profiles, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
+        Route("/api/v1/quit", quit_tray, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 

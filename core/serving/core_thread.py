@@ -43,12 +43,24 @@ STOP_SECONDS: Final = 60.0
 class CoreThread:
     """``TrayService`` on its own thread and loop; ``start`` it, then talk to it through the doors."""
 
-    def __init__(self, make_service: Callable[[], TrayService]) -> None:
+    def __init__(
+        self,
+        make_service: Callable[[], TrayService],
+        new_loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+    ) -> None:
         self._make_service = make_service
-        self.loop = asyncio.new_event_loop()
+        self._new_loop = new_loop
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._service: TrayService | None = None
         self._started: concurrent.futures.Future[TrayService] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, name="mcp-tray core", daemon=True)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """Core's loop, built on core's thread by ``start``."""
+        if self._loop is None:
+            raise RuntimeError("the core has not started")
+        return self._loop
 
     @property
     def service(self) -> TrayService:
@@ -63,16 +75,25 @@ class CoreThread:
         return self._started.result(timeout)
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
+        # Built here, on core's thread, not by the GUI thread that makes this
+        # object: a Proactor loop made on the main thread takes the process's
+        # signal wakeup fd (CPython's BaseProactorEventLoop.__init__), which
+        # belongs to the GUI's loop, and its close on this thread never gives it back.
         try:
-            self.loop.run_until_complete(self._start())
+            loop = self._loop = self._new_loop()
+        except BaseException as exc:
+            self._started.set_exception(exc)
+            return
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._start())
             if self._service is not None:
-                self.loop.run_forever()
+                loop.run_forever()
         finally:
             try:
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
-                self.loop.close()
+                loop.close()
 
     async def _start(self) -> None:
         try:

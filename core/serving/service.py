@@ -28,6 +28,7 @@ from core.platform.backends import backends
 from core.platform.files import raise_file_limit
 from core.platform.login_path import path_origin
 from core.platform.memory import return_large_blocks
+from core.platform.sockets import apply_listening_options
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
@@ -123,6 +124,8 @@ class TrayService:
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
         self.on_raise: Callable[[], None] | None = None
+        #: Set by whoever runs the service (headless, the GUI): asks it to stop and exit.
+        self.on_quit: Callable[[], None] | None = None
         self.info: RuntimeInfo | None = None
         self.token = ""
         self._server: _QuietServer | None = None
@@ -228,6 +231,14 @@ class TrayService:
         if self.on_raise is None:
             return False
         self.on_raise()
+        return True
+
+    def quit(self) -> bool:
+        """``mcp-tray quit`` asked the tray to stop (the polite stop on every OS,
+        Windows' included, where no SIGTERM exists); False when nobody can."""
+        if self.on_quit is None:
+            return False
+        self.on_quit()
         return True
 
     # ------------------------------------------------------ gateway hooks
@@ -437,9 +448,9 @@ def _bind_loopback(port: int) -> socket.socket:
     # sockets whose proto says TCP, and without it every SSE reply waits
     # ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    # Lets a restarted tray take its port back at once while connections of
-    # the previous one linger in TIME_WAIT; a *listening* holder still wins.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # A restarted tray takes its port back over TIME_WAIT, and a *listening*
+    # holder still makes bind fail, on every OS (core.platform.sockets).
+    apply_listening_options(sock)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError:

@@ -45,6 +45,7 @@ from core.base.envvars import ENV_PREFIX, OWNER_ENV, RUNTIME_VERSION_ENV, TAG_SE
 from core.base.errors import SpawnError
 from core.platform import procs
 from core.platform.backends import Backends, backends
+from core.platform.commands import popen_command
 
 #: Grace period for the server to exit on its own after its stdin closes.
 STDIN_CLOSE_GRACE_SECONDS: Final = 2.0
@@ -56,6 +57,8 @@ SIGKILL_SETTLE_SECONDS: Final = 1.0
 #: How often the stop contract re-checks whether the tree is empty. This is
 #: the stop path only; exit detection never polls.
 GROUP_CHECK_INTERVAL_SECONDS: Final = 0.02
+#: Should an exit watch tell before ``poll`` can reap (none does), how soon to look again.
+EARLY_EXIT_RECHECK_SECONDS: Final = 0.005
 #: Largest single JSON-RPC line read from a child (big resources are legal).
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 
@@ -177,11 +180,14 @@ class ChildProcess:
         executable = resolve_command(command, env, cwd)
         argv = [executable, *args]
         platform = backends()
+        # A .cmd/.bat on Windows goes through cmd.exe, quoted for it (or refused).
+        popen_args, program = popen_command(argv)
         try:
             # Popen forks synchronously, as asyncio's own subprocess support does;
             # we keep the Popen so the platform's exit watch, not asyncio's, sees the exit.
             popen = subprocess.Popen(  # noqa: ASYNC220
-                argv,
+                popen_args,
+                executable=program,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -238,10 +244,12 @@ class ChildProcess:
         self._stdin_protocol = protocol
 
     def _on_exit(self) -> None:
-        # The watch saw the exit, so poll() reaps without blocking.
+        # Every watch tells once poll() can reap (WNOHANG); should one ever be
+        # early, look again soon: a blocking wait here would freeze core's loop.
         returncode = self.popen.poll()
-        if returncode is None:  # pragma: no cover - the OS said it exited
-            returncode = self.popen.wait()
+        if returncode is None:
+            self._loop.call_later(EARLY_EXIT_RECHECK_SECONDS, self._on_exit)
+            return
         LIVE_PIDS.discard(self.pid)
         if not self.exited.done():
             self.exited.set_result(returncode)

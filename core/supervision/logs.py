@@ -9,13 +9,15 @@ thread so a slow disk never stalls the event loop.
 import contextlib
 import logging
 import logging.handlers
+import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from core.platform.files import open_private, private_dirs
+from core.platform.files import copy_private, open_private, private_dirs
 
 #: Rotate a server's log at this size; stderr floods must not fill the disk.
 LOG_MAX_BYTES: Final = 2 * 1024 * 1024
@@ -91,10 +93,79 @@ class LogSink:
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """A server's log, and each file it rotates to, 0600 whatever the umask (a server's
-    stderr may hold what its env held)."""
+    stderr may hold what its env held), rotated without ever losing a line.
+
+    Rotation renames first, as the standard handler does. Windows refuses to
+    rename a file that another handle holds without ``FILE_SHARE_DELETE``,
+    which is every handle Python's ``open`` makes: the window's log follower,
+    an editor, ``Get-Content -Wait``, a virus scan. The standard handler then
+    prints "Logging error" and drops every line after the limit. Here a
+    refused rename (PermissionError) copies the file over its next name and
+    empties it in place, which those readers allow (they share writing); the
+    log follower sees the truncation and reads on from the start. Should even
+    that fail, the lines stay in the one file (it grows past the limit, one
+    note says so) and rotation is tried again only a limit's worth later.
+    """
+
+    def __init__(
+        self,
+        filename: Path,
+        maxBytes: int,
+        backupCount: int,
+        encoding: str = "utf-8",
+        replace: Callable[[str, str], None] = os.replace,
+    ) -> None:
+        self._replace = replace
+        #: After a rotation that failed, the size below which it is not tried again.
+        self._retry_at = 0
+        super().__init__(filename, maxBytes=maxBytes, backupCount=backupCount, encoding=encoding)
 
     def _open(self) -> Any:
         return open_private(Path(self.baseFilename), self.mode, self.encoding or "utf-8")
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        if not super().shouldRollover(record):
+            return False
+        assert self.stream is not None
+        return bool(self.stream.tell() >= self._retry_at)
+
+    def doRollover(self) -> None:
+        if self.stream:
+            self.stream.close()
+            self.stream = None
+        base = self.baseFilename
+        problem: OSError | None = None
+        try:
+            for i in range(self.backupCount - 1, 0, -1):
+                self._move(
+                    self.rotation_filename(f"{base}.{i}"), self.rotation_filename(f"{base}.{i + 1}")
+                )
+            if self.backupCount > 0:
+                self._move(base, self.rotation_filename(f"{base}.1"))
+        except OSError as exc:
+            problem = exc
+        self.stream = self._open()
+        if problem is not None:
+            self.stream.seek(0, 2)
+            self._retry_at = self.stream.tell() + self.maxBytes
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            self.stream.write(
+                f"{stamp} [mcp-tray] this log cannot rotate ({problem}): it grows past "
+                f"{self.maxBytes} bytes, every line kept, until it can\n"
+            )
+            self.stream.flush()
+        else:
+            self._retry_at = 0
+
+    def _move(self, source: str, dest: str) -> None:
+        if not os.path.exists(source):
+            return
+        try:
+            self._replace(source, dest)
+        except PermissionError:
+            # Held open without FILE_SHARE_DELETE (Windows): copy, then empty in place.
+            copy_private(Path(source), Path(dest))
+            os.truncate(source, 0)
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -3,7 +3,8 @@
 Strategy: the app's own ``launch`` (what ``run_gui`` runs once core has
 started on its own thread: the Gui, the tray, Qt's loop) runs on a real
 core; its ``started`` hook, called once Qt's loop turns, records what the
-window looks like and quits as the Quit entry does, and the test reads the
+window looks like and quits as the Quit entry does (or asks through the
+control API, as `mcp-tray quit` does), and the test reads the
 record once ``launch`` returned.
 """
 
@@ -52,3 +53,21 @@ def test_a_broken_config_opens_the_window_even_when_minimized(
     seen = launched(qapp, cores({}), minimized=True, config_error="config.json:1: bad")
     assert seen["visible"]
     assert "config.json:1: bad" in seen["banner"]
+
+
+def test_mcp_tray_quit_through_the_api_ends_the_tray_as_its_quit_entry_does(
+    qtbot: QtBot, qapp: Any, cores: StartCore
+) -> None:
+    # What `mcp-tray quit` sends (Windows' polite stop), over real HTTP to core's API.
+    from core.cli.control_client import ControlClient
+
+    seen: dict[str, Any] = {}
+
+    def ask(gui: Gui) -> None:
+        reply = ControlClient.connect(gui.core.service.paths).request("POST", "/api/v1/quit")
+        seen["status"] = reply.status
+        seen["gui"] = gui
+
+    code = launch(qapp, cores({}), None, minimized=True, started=ask)
+    assert (code, seen["status"]) == (0, 202)
+    assert seen["gui"].quitting
