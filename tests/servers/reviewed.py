@@ -4,7 +4,8 @@
   (a fixed text without it), so a test changes a tool between two runs;
 - ``delete_thing``: no annotations, so MCP reads it as destructive; it
   appends to REVIEWED_EFFECTS_FILE, so a test sees whether a call reached it;
-- ``peek``: read-only.
+- ``peek``: read-only;
+- ``extra``: only while REVIEWED_EXTRA_TOOL_FILE exists at start (a new tool).
 """
 
 import os
@@ -45,6 +46,15 @@ def delete_thing(thing: str) -> str:
 def peek(thing: str) -> str:
     """Look at a thing."""
     return f"{thing} is there"
+
+
+extra_file = os.environ.get("REVIEWED_EXTRA_TOOL_FILE")
+if extra_file and Path(extra_file).exists():
+
+    @server.tool()
+    def extra() -> str:
+        """A tool that came with an update."""
+        return "extra"
 
 
 if __name__ == "__main__":
