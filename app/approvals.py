@@ -37,6 +37,8 @@ from core.base.verdict import Scope
 COLUMNS: Final = ("Waiting", "Client", "Server", "Tool", "Arguments / change", "Since")
 #: The arguments column shows this much; the pane below shows them whole.
 SHOWN_ARGUMENTS: Final = 80
+#: Height of the "Always allowed" list, in pixels.
+GRANTS_HEIGHT: Final = 110
 #: Reports the outcome of an answer (the window's status bar).
 Report = Callable[[str], None]
 
@@ -93,6 +95,8 @@ class ApprovalsTab(QWidget):
         self.deny_button.clicked.connect(self._deny)
 
         self.grants = QListWidget()
+        # A few lines: the held calls above are what the person came for.
+        self.grants.setMaximumHeight(GRANTS_HEIGHT)
         self.revoke_button = QPushButton("Revoke")
         self.revoke_button.clicked.connect(self._revoke)
         grants_row = QHBoxLayout()
