@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from core.serving.service import TrayService
+from core.settings.config import load_config
 from core.settings.paths import Paths
 from tests.cli_support import cli
 from tests.conftest import SERVERS, python_server, wait_ready, wait_until
@@ -267,3 +268,37 @@ async def test_answers_to_what_does_not_wait_are_refused_by_name(
     assert unknown.returncode != 0 and "no approval 'c-abcdef' is waiting" in unknown.stderr
     malformed = await mcp_tray(tray_home, "deny", "../status")
     assert malformed.returncode != 0 and "is not an approval id" in malformed.stderr
+
+
+async def test_an_approve_rule_added_by_a_config_edit_holds_the_next_call_without_a_restart(
+    services: Services, tmp_path: Path, tray_home: Paths
+) -> None:
+    service = await start(services, tmp_path)
+    server = service.supervisor.server("reviewed")
+    async with http_client(service, "reviewed") as session:
+        assert text(await session.call_tool("delete_thing", {"thing": "a"})) == "deleted a"
+        edited = {"mcpServers": {"reviewed": reviewed(tmp_path, approve=["delete_thing"])}}
+        tray_home.config_file.write_text(json.dumps(edited))
+        result = await service.supervisor.apply_config(load_config(tray_home.config_file))
+        assert result.restarted == () and server.generation == 1
+        call = asyncio.ensure_future(session.call_tool("delete_thing", {"thing": "b"}))
+        [item] = await pending(service)
+        service.approvals.deny(item["id"])
+        assert (await call).is_error
+    assert effects(tmp_path) == ["deleted a"]
+
+
+async def test_allow_for_this_session_ends_with_its_session(
+    services: Services, tmp_path: Path
+) -> None:
+    service = await start(services, tmp_path, approve=["delete_thing"])
+    async with http_client(service, "reviewed") as session:
+        call = asyncio.ensure_future(session.call_tool("delete_thing", {"thing": "a"}))
+        [item] = await pending(service)
+        await service.approvals.approve(item["id"], "session")
+        await call
+        [row] = service.sessions_json()
+        granted = row["id"]
+        assert any(g[0] == granted for g in service.approvals._session_grants)
+    await wait_until(lambda: not service.sessions_json(), what="the session closed")
+    assert not any(g[0] == granted for g in service.approvals._session_grants)

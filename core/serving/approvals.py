@@ -284,6 +284,10 @@ class Approvals:
         self.supervisor.publish(Event(EventKind.APPROVALS, server))
         return True
 
+    def forget_session(self, session: str) -> None:
+        """The session ended: its "Allow for this session" answers go with it."""
+        self._session_grants = {grant for grant in self._session_grants if grant[0] != session}
+
     def _pending(self, approval_id: str) -> PendingCall:
         pending = self.pending.get(approval_id)
         if pending is None:

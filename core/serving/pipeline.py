@@ -182,6 +182,7 @@ class Pipeline:
         """The session ended (DELETE, idle, its client went away)."""
         self.sessions.close(session.id)  # releases its seat through session.release
         self.parking.drop_session(session.id)
+        self.approvals.forget_session(session.id)
         self.hooks.session_closed(session)
 
     def share(self, server: ManagedServer) -> Share:

@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QSystemTrayIcon
 from pytestqt.qtbot import QtBot
 
 from app.core_link import CoreLink
 from app.icons import tray_icon
 from app.status import TrayColour, tray_status
+from app.tray import TrayActions, TrayController
 from app.window import TAB_APPROVALS, MainWindow
 from core.base.snapshot import ApprovalSnapshot, TraySnapshot
 from core.base.states import ServerState
@@ -196,3 +198,35 @@ def test_a_waiting_call_turns_the_icon_blue_first_with_the_approval_tooltip(
     icon = tray_icon(TrayColour.WAITING)
     assert not icon.isNull()
     assert icon.cacheKey() != tray_icon(TrayColour.AMBER).cacheKey()
+
+
+def test_every_held_call_is_a_tray_message_never_rate_limited(
+    qtbot: QtBot, cores: StartCore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The desktop's notification service is outside the machine: the icon's
+    # showMessage is recorded instead of shown.
+    core = cores({"reviewed": entry(tmp_path, approve=["destructive"])})
+    wait_ready(qtbot, core, "reviewed")
+    link = CoreLink(core)
+    window = MainWindow(link)
+    shown: list[tuple[str, str]] = []
+    monkeypatch.setattr(QSystemTrayIcon, "supportsMessages", staticmethod(lambda: True))
+    tray = TrayController(link, TrayActions(link, window.bring_up, lambda: None))
+    monkeypatch.setattr(
+        tray.icon, "showMessage", lambda title, body, *_: shown.append((title, body))
+    )
+    try:
+        calls = [core.submit(call(core, "delete_thing", {"thing": str(n)})) for n in range(2)]
+        until(qtbot, lambda: len(shown) == 2)
+        assert all(title == "mcp-tray: waiting for your approval" for title, _ in shown)
+        assert all("wants to call 'delete_thing' on 'reviewed'" in body for _, body in shown)
+        until(qtbot, lambda: tray.icon.toolTip().startswith("mcp-tray: 2 calls wait"))
+        assert tray.status is not None and tray.status.colour is TrayColour.WAITING
+        for item in core.call(core.service.approvals.snapshots):
+            core.call(core.service.approvals.deny, item.id)
+        for held in calls:
+            assert held.result(30)[0] is True
+    finally:
+        tray.icon.hide()
+        window.close_down()
+        link.close()
