@@ -1,6 +1,8 @@
 """The tray's colour and its one-line tooltip, from a core snapshot (docs/design.md §3.11).
 
-The worst state wins: red (a server parked or a session tripped), amber
+Something waiting for the person's approval (a held call, a changed tool)
+comes first, in its own blue: an agent is stopped until they answer. Then
+the worst state wins: red (a server parked or a session tripped), amber
 (starting, respawning, degraded, a stale worker, a warning, a refused
 config edit), green (all ready), grey (nothing configured, or everything
 stopped on purpose).
@@ -44,6 +46,8 @@ _PATH: Final = re.compile(r"(?<![\w.:/])/(?:[^\s/,;:()'\"]+/)*([^\s/,;:()'\"]+)"
 
 
 class TrayColour(enum.Enum):
+    #: A call or a changed tool waits for the person's approval.
+    WAITING = "waiting"
     #: Needs the user: parked server or tripped session.
     RED = "red"
     #: Working on it, or something to look at.
@@ -244,10 +248,40 @@ def _starting(server: ServerSnapshot) -> Cause:
     return Cause(TrayColour.AMBER, f"{server.name} starting")
 
 
+def _waiting(snapshot: TraySnapshot) -> list[Cause]:
+    calls = [item for item in snapshot.approvals if item.kind == "call"]
+    changes = [item for item in snapshot.approvals if item.kind != "call"]
+    found = []
+    if calls:
+        first = calls[0]
+        waits = "1 call waits" if len(calls) == 1 else f"{len(calls)} calls wait"
+        found.append(
+            Cause(
+                TrayColour.WAITING,
+                f"{waits} for your approval ({first.client}: {first.tool} on {first.server})",
+                f"Allow or deny in the window's Approvals tab, or mcp-tray approve {first.id}",
+            )
+        )
+    if changes:
+        first = changes[0]
+        tools = (
+            "1 changed tool waits" if len(changes) == 1 else f"{len(changes)} changed tools wait"
+        )
+        found.append(
+            Cause(
+                TrayColour.WAITING,
+                f"{tools} for your approval ({first.tool} on {first.server}: {first.reason})",
+                f"Compare and approve in the window's Approvals tab, or mcp-tray approve {first.id}",
+            )
+        )
+    return found
+
+
 def causes(snapshot: TraySnapshot) -> list[Cause]:
     """Every problem in the snapshot, most severe first."""
     servers = snapshot.servers
-    found = [_parked(s) for s in servers if s.state is ServerState.PARKED]
+    found = _waiting(snapshot)
+    found += [_parked(s) for s in servers if s.state is ServerState.PARKED]
     found += _tripped(snapshot)
     found += _config(snapshot)
     found += _warnings(snapshot)

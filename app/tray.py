@@ -160,6 +160,16 @@ class TrayController:
             self.actions.open_window()
 
     def _alert(self, kind: AlertKind, server: str, text: str) -> None:
+        if kind is AlertKind.APPROVAL:
+            # Never rate-limited: each one stops an agent until the person answers.
+            if QSystemTrayIcon.supportsMessages():
+                self.icon.showMessage(
+                    "mcp-tray: waiting for your approval",
+                    text,
+                    QSystemTrayIcon.MessageIcon.Information,
+                    15000,
+                )
+            return
         if not self.notifier.allow(f"{kind.value}:{server}"):
             return
         if kind is AlertKind.PARKED:

@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.approvals import ApprovalsTab
 from app.core_link import CoreLink
 from app.details import DetailsPane
 from app.icons import app_icon
@@ -79,6 +80,7 @@ WIDEST_CPU: Final = "100.0"
 WIDEST_RSS: Final = "1023.9 MiB"
 #: Tabs, by position.
 TAB_SERVERS, TAB_WORKERS, TAB_SESSIONS, TAB_PROFILES, TAB_WARNINGS, TAB_LOGS = range(6)
+TAB_APPROVALS = 6
 
 
 class Table(QWidget):
@@ -254,6 +256,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.profiles, "Profiles")
         self.tabs.addTab(self.warnings, "Warnings")
         self.tabs.addTab(self.logs, "Logs")
+        self.approvals = ApprovalsTab(link, lambda text: self.statusBar().showMessage(text, 8000))
+        self.tabs.addTab(self.approvals, "Approvals")
         self.tabs.currentChanged.connect(lambda _: self._logs_maybe_open())
         self.config_error = QLabel()
         self.config_error.setWordWrap(True)
@@ -292,6 +296,8 @@ class MainWindow(QMainWindow):
         # Only warnings count; advice and information are listed, not counted.
         count = count_warnings(warning.family for warning in snapshot.warnings)
         self.tabs.setTabText(TAB_WARNINGS, f"Warnings ({count})")
+        waiting = len(snapshot.approvals)
+        self.tabs.setTabText(TAB_APPROVALS, f"Approvals ({waiting})" if waiting else "Approvals")
         self._heartbeat_status()
         self._show_details()
         if self.isVisible() and self.tabs.currentIndex() == TAB_LOGS:

@@ -33,6 +33,8 @@ class EventKind(enum.Enum):
     WORKERS = "workers"
     #: Diagnostics changed.
     WARNINGS = "warnings"
+    #: A call or a changed tool waits for the person's approval, or was answered.
+    APPROVALS = "approvals"
 
 
 class AlertKind(enum.Enum):
@@ -44,6 +46,8 @@ class AlertKind(enum.Enum):
     TRIPPED = "tripped"
     #: A config edit was refused; the last good config keeps running.
     CONFIG_REFUSED = "config-refused"
+    #: A call, or a server's changed tool, waits for the person's approval.
+    APPROVAL = "approval"
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,47 @@ class ProfileSnapshot:
 
 
 @dataclass(frozen=True)
+class ApprovalSnapshot:
+    """Something that waits for the person: a held call, or a server's changed tool."""
+
+    id: str
+    #: ``call`` or ``tool-change``.
+    kind: str
+    server: str
+    tool: str
+    #: The client's name (a call), or "" (a tool change belongs to no client).
+    client: str
+    #: The call's arguments; {} for a tool change.
+    arguments: Mapping[str, Any]
+    #: When it began waiting, ISO 8601 UTC.
+    since: str
+    #: Why it waits: the rule that matched, or what changed in the tool.
+    reason: str
+    #: A tool change: the tool as last approved, and as the server lists it now.
+    old: Mapping[str, Any] | None = None
+    new: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["arguments"] = dict(self.arguments)
+        if self.kind != "tool-change":
+            del data["old"], data["new"]
+        return data
+
+
+@dataclass(frozen=True)
+class GrantSnapshot:
+    """An "Always allow": a server's tool whose calls are no longer held (revocable)."""
+
+    server: str
+    tool: str
+    since: str
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class ResourceUsage:
     """CPU and memory of a server's process group (sampled while the window shows)."""
 
@@ -224,6 +269,9 @@ class TraySnapshot:
     workers: tuple[WorkerSnapshot, ...] = ()
     warnings: tuple[WarningSnapshot, ...] = ()
     profiles: tuple[ProfileSnapshot, ...] = ()
+    #: What waits for the person's approval, oldest first, and the "Always allow" grants.
+    approvals: tuple[ApprovalSnapshot, ...] = ()
+    grants: tuple[GrantSnapshot, ...] = ()
 
     def server(self, name: str) -> ServerSnapshot:
         for snap in self.servers:

@@ -139,6 +139,27 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("session", nargs="?", help="session id (see mcp-tray sessions)")
     target.add_argument("--all", action="store_true", help="reset every tripped session")
 
+    approvals = commands.add_parser(
+        "approvals", help="calls and changed tools waiting for your approval"
+    )
+    approvals.add_argument("--json", action="store_true", help="machine-readable output")
+    listed = approvals.add_mutually_exclusive_group()
+    listed.add_argument("--always", action="store_true", help='list the "Always allow" answers')
+    listed.add_argument(
+        "--revoke", nargs=2, metavar=("SERVER", "TOOL"), help='take back an "Always allow"'
+    )
+    approve = commands.add_parser(
+        "approve", help="allow a held call (once unless told), or accept a changed tool"
+    )
+    approve.add_argument("id", help="approval id (see mcp-tray approvals)")
+    scope = approve.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--session", action="store_true", help="allow it for the rest of the session"
+    )
+    scope.add_argument("--always", action="store_true", help="allow this tool's calls from now on")
+    deny = commands.add_parser("deny", help="refuse a held call (the model is told who refused)")
+    deny.add_argument("id", help="approval id (see mcp-tray approvals)")
+
     secret = commands.add_parser(
         "secret", help="manage secrets in the OS keyring (${keyring:NAME} in env)"
     )

@@ -11,6 +11,8 @@ able to drive mcp-tray through DNS rebinding).
     GET  /api/v1/servers/{name}/tools     its tools (retried after a crash or not), counts
     GET  /api/v1/sessions   POST /api/v1/sessions/{id}/reset   POST /api/v1/sessions/reset-all
     GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
+    GET  /api/v1/approvals  POST /api/v1/approvals/{id}/approve {"scope": once|session|always}
+    POST /api/v1/approvals/{id}/deny   POST /api/v1/approvals/revoke {"server": ..., "tool": ...}
     *    /mcp/{server}      the gateway (core.serving.gateway)
 """
 
@@ -28,8 +30,10 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.base.verdict import SCOPES
 from core.protocol.headers import scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
+from core.serving.approvals import ApprovalError, Approvals
 from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
@@ -176,6 +180,9 @@ class ControlTarget(Protocol):
     supervisor: Supervisor
     sessions: SessionTable
 
+    @property
+    def approvals(self) -> Approvals: ...
+
     def status_extra(self) -> dict[str, Any]: ...
 
     def sessions_json(self) -> list[dict[str, Any]]: ...
@@ -309,6 +316,52 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
             return JSONResponse({"ok": True, "stopping": True}, status_code=202)
         return _error(409, "this mcp-tray cannot be asked to quit (no runner listens)", "no-runner")
 
+    async def approvals(request: Request) -> Response:
+        held = target.approvals
+        return JSONResponse(
+            {
+                "pending": [item.to_json() for item in held.snapshots()],
+                "always": [grant.to_json() for grant in held.grants()],
+            }
+        )
+
+    async def approve(request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        scope = body.get("scope", "once") if isinstance(body, dict) else None
+        if scope not in SCOPES:
+            return _error(400, f'"scope" must be one of {", ".join(SCOPES)}', "bad-request")
+        try:
+            text = await target.approvals.approve(request.path_params["id"], scope)
+        except ApprovalError as exc:
+            return _error(404, str(exc), "unknown-approval")
+        return JSONResponse({"ok": True, "text": text})
+
+    async def deny(request: Request) -> Response:
+        try:
+            text = target.approvals.deny(request.path_params["id"])
+        except ApprovalError as exc:
+            return _error(404, str(exc), "unknown-approval")
+        return JSONResponse({"ok": True, "text": text})
+
+    async def revoke(request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        if not isinstance(body, dict) or not all(
+            isinstance(body.get(key), str) for key in ("server", "tool")
+        ):
+            return _error(400, 'the body needs "server" and "tool" strings', "bad-request")
+        if not await target.approvals.revoke(body["server"], body["tool"]):
+            return _error(
+                404,
+                f"{body['tool']!r} of {body['server']!r} is not always allowed "
+                "(see mcp-tray approvals)",
+                "unknown-grant",
+            )
+        return JSONResponse({"ok": True})
+
     async def metrics(request: Request) -> Response:
         return Response(target.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -328,6 +381,10 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/profiles", profiles, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/api/v1/quit", quit_tray, methods=["POST"]),
+        Route("/api/v1/approvals", approvals, methods=["GET"]),
+        Route("/api/v1/approvals/revoke", revoke, methods=["POST"]),
+        Route("/api/v1/approvals/{id}/approve", approve, methods=["POST"]),
+        Route("/api/v1/approvals/{id}/deny", deny, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 

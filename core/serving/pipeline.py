@@ -45,6 +45,7 @@ from core.protocol.jsonrpc import (
     LATEST_HANDSHAKE_VERSION,
     METHOD_NOT_FOUND,
 )
+from core.serving.approvals import Approvals
 from core.serving.fanout import CallMember, Member, Share
 from core.serving.placement import Placement, started
 from core.serving.request import Client, Request
@@ -168,6 +169,8 @@ class Pipeline:
         self._seats: dict[str, Seat] = {}
         #: Roots questions put to 2026-07-28 clients, waiting for their retries.
         self.roots_questions = RootsQuestions()
+        #: Calls held for the person, and held tools' calls refused (docs/design.md §3.14).
+        self.approvals = Approvals(supervisor)
 
     # ------------------------------------------------------------ sessions
 
@@ -179,6 +182,7 @@ class Pipeline:
         """The session ended (DELETE, idle, its client went away)."""
         self.sessions.close(session.id)  # releases its seat through session.release
         self.parking.drop_session(session.id)
+        self.approvals.forget_session(session.id)
         self.hooks.session_closed(session)
 
     def share(self, server: ManagedServer) -> Share:
@@ -387,14 +391,23 @@ class Pipeline:
             if client.modern:
                 return as_complete(listed, method, catalog.server_info, catalog.hints.get(kind))
             return listed
-        if client.modern and method == "tools/call":
-            _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
+        if method == "tools/call":
+            request.verdict = await self.approvals.screen(request, server)
+            if request.verdict is not None and request.verdict.refused:
+                # A tool error the model reads; never the breaker's business.
+                client.session.requests += 1
+                return encode(request.verdict.tool_error(), method, client.modern, catalog)
+            if client.modern:
+                _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
         result = await guarded(
             self.sessions,
             client.session,
             method,
             lambda: self._send(request, server),
         )
+        if method == "tools/list" and isinstance(result.get("tools"), list):
+            # Relayed from the child (a page, or before it listed): held tools stay out.
+            result = {**result, "tools": server.catalog.screened(result["tools"])}
         return encode(result, method, client.modern, server.catalog)
 
     def caller(self, request: Request, server: ManagedServer) -> Caller:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from core.base.errors import RpcError
+from core.base.verdict import Verdict
 from core.protocol.eras import LATEST_MODERN_VERSION, Envelope
 from core.protocol.jsonrpc import METHOD_NOT_FOUND
 from core.serving.sessions import ClientSession
@@ -105,3 +106,5 @@ class Request:
     ask: ClientAsk | None
     #: The HTTP headers it came with (a 2026-07-28 tools/call's Mcp-Param-* are checked).
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: What oversight decided about it (core.serving.approvals), for the call journal.
+    verdict: Verdict | None = None

@@ -32,6 +32,7 @@ from core.platform.sockets import apply_listening_options
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
+from core.serving.approvals import Approvals
 from core.serving.config_watch import ConfigWatcher
 from core.serving.express import Express
 from core.serving.gateway import Gateway
@@ -120,6 +121,8 @@ class TrayService:
             workers=lambda: tuple(WorkerSnapshot.from_row(row) for row in self.workers_json()),
             warnings=lambda: tuple(WarningSnapshot.from_row(row) for row in self.warnings_json()),
             profiles=self.profiles,
+            approvals=lambda: self.approvals.snapshots(),
+            grants=lambda: self.approvals.grants(),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         #: Set by the GUI: brings the window up when a second launch asks.
@@ -139,6 +142,11 @@ class TrayService:
         #: that compare it with the full path.
         self.express = Express(self.gateway, lambda: self.token)
         self._accept_errors: AcceptErrorThrottle | None = None
+
+    @property
+    def approvals(self) -> Approvals:
+        """Held calls and changed tools waiting for the person (docs/design.md §3.14)."""
+        return self.gateway.pipeline.approvals
 
     @property
     def url(self) -> str:
@@ -174,6 +182,7 @@ class TrayService:
                 self.workers.own_warnings.append(token.warning)
             if self.port_notice is not None:
                 self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
+            await self.approvals.load()
             await self.supervisor.start()
             self.workers.start()
             if self.watch_config:
@@ -325,6 +334,8 @@ class TrayService:
         sock.listen(LISTEN_BACKLOG)
 
     async def aclose(self) -> None:
+        # Held calls are answered first: they would hold up the HTTP server's stop.
+        self.approvals.close()
         if self._server is not None and self._serve_task is not None:
             self._server.stop()
             with contextlib.suppress(Exception):

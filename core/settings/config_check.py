@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from core.base.errors import ConfigError
 from core.settings.config_model import (
+    DEFAULT_APPROVAL_TIMEOUT_S,
     DEFAULT_GATEWAY_PORT,
     DEFAULT_KEEPALIVE_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
@@ -34,6 +35,11 @@ from core.settings.config_model import (
     GatewaySettings,
     ServerConfig,
     TrayConfig,
+)
+from core.settings.oversight_check import (
+    check_approval_timeout,
+    check_approve,
+    check_on_tool_change,
 )
 from core.settings.paths import default_paths
 from core.settings.profiles import check_profiles
@@ -299,7 +305,10 @@ class _Checker:
             )
         servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
         profiles = check_profiles(data.get("profiles", {}), servers, self)
-        return TrayConfig(self.path, servers, self.gateway(data), profiles)
+        timeout = check_approval_timeout(
+            data.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S), self
+        )
+        return TrayConfig(self.path, servers, self.gateway(data), profiles, timeout)
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})
@@ -480,6 +489,10 @@ class _Checker:
             keepalive_seconds=float(keepalive),
             sharing=sharing,
             protocol=protocol,
+            approve=check_approve(entry.get("approve", []), [*keys, "approve"], self),
+            on_tool_change=check_on_tool_change(
+                entry.get("on_tool_change", "hold"), [*keys, "on_tool_change"], self
+            ),
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

@@ -15,6 +15,7 @@ from core.settings.profiles import ProfileConfig
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session", "per-workspace"]
+ToolChangeMode = Literal["hold", "warn"]
 
 RETRY_POLICIES: Final = ("safe", "always", "never")
 SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
@@ -40,8 +41,19 @@ SERVER_KEYS: Final = (
     "keepalive_seconds",
     "sharing",
     "protocol",
+    "approve",
+    "on_tool_change",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "$schema")
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "approval_timeout_s", "$schema")
+#: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
+APPROVE_WORDS: Final = ("destructive", "any")
+#: What a changed tool gets: held until the person approves it, or taken with a warning.
+TOOL_CHANGE_MODES: Final = ("hold", "warn")
+#: A held call unanswered this long is refused (``approval_timeout_s``).
+DEFAULT_APPROVAL_TIMEOUT_S: Final = 120.0
+#: Bounds of ``approval_timeout_s``: a person needs a second; a day is past any use.
+MIN_APPROVAL_TIMEOUT_S: Final = 1.0
+MAX_APPROVAL_TIMEOUT_S: Final = 86400.0
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
 #: Largest request body the gateway accepts unless the config says otherwise.
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -78,6 +90,10 @@ class ServerConfig:
     sharing: Sharing = "shared"
     #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
     protocol: str = "auto"
+    #: Calls held for the person's approval: globs over tool names, "destructive", "any".
+    approve: tuple[str, ...] = ()
+    #: A tool whose fingerprint changed: "hold" it for review, or "warn" and offer it.
+    on_tool_change: ToolChangeMode = "hold"
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
@@ -106,6 +122,7 @@ class TrayConfig:
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     #: By name; ``all`` is implied (core.settings.profiles).
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
+    approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
 
     @property
     def enabled(self) -> list[ServerConfig]:

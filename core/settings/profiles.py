@@ -24,7 +24,9 @@ PROFILE_MARK: Final = "@"
 #: Between a server's name and its tool's or prompt's (``github__create_issue``).
 NAME_SEPARATOR: Final = "__"
 #: A profile's keys.
-PROFILE_KEYS: Final = ("servers", "tools", "exclude")
+#: The words of a server's ``approve`` (core.settings.config_model), which a profile's refuses.
+PROFILE_APPROVE_WORDS: Final = ("destructive", "any")
+PROFILE_KEYS: Final = ("servers", "tools", "exclude", "approve")
 #: Profile names become URL paths (``/mcp/@NAME``), like server names.
 _PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -39,6 +41,8 @@ class ProfileConfig:
     tools: tuple[str, ...] = ("*",)
     #: ...and none of these does.
     exclude: tuple[str, ...] = ()
+    #: Calls through this profile held for the person's approval: globs over ``SERVER__TOOL``.
+    approve: tuple[str, ...] = ()
 
 
 #: ``all``, as if it were configured.
@@ -172,7 +176,27 @@ def _check_profile(
             )
     tools = _strings(entry.get("tools", ["*"]), [*keys, "tools"], problems)
     exclude = _strings(entry.get("exclude", []), [*keys, "exclude"], problems)
-    return ProfileConfig(name, members, tools, exclude)
+    approve = check_profile_approve(entry.get("approve", []), [*keys, "approve"], problems)
+    return ProfileConfig(name, members, tools, exclude, approve)
+
+
+def check_profile_approve(value: Any, keys: list[str | int], problems: Problems) -> tuple[str, ...]:
+    """A profile's ``approve``: globs over ``SERVER__TOOL`` (a profile has no words)."""
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise problems.error(
+            keys,
+            f"must be a list of globs over SERVER__TOOL, got {problems.describe(value)}",
+            fix='write "approve": ["github__delete_*", "fs__write_*"]',
+        )
+    for index, item in enumerate(value):
+        if item in PROFILE_APPROVE_WORDS:
+            raise problems.error(
+                [*keys, index],
+                f"{item!r} is a word of a server's \"approve\"; a profile's approve takes globs "
+                "over SERVER__TOOL",
+                fix=f'write "*__*" for every call, or put "approve": ["{item}"] on the server entry',
+            )
+    return tuple(value)
 
 
 def _strings(value: Any, keys: list[str | int], problems: Problems) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from core.base.errors import RpcError
 from core.protocol.eras import SERVER_INFO_META_KEY, with_envelope
+from core.supervision.tool_review import ToolScreen
 from core.supervision.upstream import OWN_ENVELOPE, Handshake, Upstream
 
 #: Listable kinds, the capability that announces each, and its list method.
@@ -26,7 +27,11 @@ LIST_KINDS: Final = {
 class Catalog:
     """Capabilities, server info, instructions and the tool/resource/prompt lists."""
 
-    def __init__(self) -> None:
+    def __init__(self, review: ToolScreen | None = None) -> None:
+        #: Screens each listing of tools: a changed tool is left out (docs/design.md §3.14).
+        self.review = review
+        #: The tools as the child last listed them, held ones included.
+        self.listed_tools: list[dict[str, Any]] = []
         #: The protocol revision the child agreed to (None until a handshake).
         self.version: str | None = None
         #: True when the child speaks the stateless 2026-07-28 era.
@@ -100,12 +105,32 @@ class Catalog:
                         templates,
                         hints,
                     )
+            if kind == "tools" and kind in self.capabilities:
+                self.listed_tools = self.lists["tools"]
+                self.lists["tools"] = self.screened(self.listed_tools)
+                if self.review is not None:
+                    await self.review.flush()
             if self.lists[kind] != before:
                 changed.append(kind)
+        self._index_tools()
+        return changed
+
+    def screened(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What of ``tools`` may be offered (all of them where nothing reviews them)."""
+        return tools if self.review is None else self.review.screen(tools)
+
+    def rescreen(self) -> bool:
+        """Screen the last listing again (a change was approved); True when the offer moved."""
+        before = self.lists.get("tools", [])
+        self.lists["tools"] = self.screened(self.listed_tools)
+        self._index_tools()
+        self.revision += 1
+        return self.lists["tools"] != before
+
+    def _index_tools(self) -> None:
         self.tools = {
             t["name"]: t for t in self.lists.get("tools", []) if isinstance(t.get("name"), str)
         }
-        return changed
 
     def tool_annotations(self, name: object) -> Mapping[str, Any]:
         tool = self.tools.get(name) if isinstance(name, str) else None

@@ -34,6 +34,7 @@ from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import NO_CALLER, ROOTS_CHANGED, Caller, Routing
 from core.supervision.run import Run, Timing
 from core.supervision.runloop import RunLoop
+from core.supervision.tool_review import ToolReview
 
 S = ServerState
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ManagedServer:
         backoff: Backoff | None = None,
         breaker: ServerBreaker | None = None,
         env_resolver: EnvResolver | None = None,
+        review: ToolReview | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -80,7 +82,13 @@ class ManagedServer:
         self._last_error: str | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
         #: Last known capabilities and lists, served to clients while it respawns.
-        self.catalog = Catalog()
+        #: A child made for a session (NAME@suffix) is reviewed as its entry's.
+        entry = config.name.partition("@")[0]
+        self.catalog = Catalog(
+            review.for_server(entry, lambda: self.config.on_tool_change, self.log)
+            if review is not None
+            else None
+        )
         self.routing = Routing(self.name, shared=config.sharing == "shared")
         self.routing.on_ambiguous = self._ambiguous_request
         self.routing.on_shared_roots = self._shared_roots

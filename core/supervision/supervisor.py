@@ -16,8 +16,10 @@ from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import UnknownServer
 from core.base.snapshot import (
     AlertKind,
+    ApprovalSnapshot,
     Event,
     EventKind,
+    GrantSnapshot,
     ProfileSnapshot,
     SessionSnapshot,
     TraySnapshot,
@@ -31,6 +33,7 @@ from core.supervision.logs import LogSink
 from core.supervision.run import Timing
 from core.supervision.server import EnvResolver, ManagedServer
 from core.supervision.sweep import Leftover, end_adopted, new_owner_id, sweep_leftovers
+from core.supervision.tool_review import FINGERPRINTS_FILE, ToolChange, ToolReview
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class Views:
     workers: Callable[[], tuple[WorkerSnapshot, ...]] = _none
     warnings: Callable[[], tuple[WarningSnapshot, ...]] = _none
     profiles: Callable[[], tuple[ProfileSnapshot, ...]] = _none
+    approvals: Callable[[], tuple[ApprovalSnapshot, ...]] = _none
+    grants: Callable[[], tuple[GrantSnapshot, ...]] = _none
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,9 @@ class Supervisor:
         self.swept: list[Leftover] = []
         #: Other parts (sessions, registry, diagnostics) add their view here.
         self.views = Views()
+        #: Every server's tool fingerprints; changed tools wait here (docs/design.md §3.14).
+        self.review = ToolReview(paths.state_dir / FINGERPRINTS_FILE)
+        self.review.on_change = self._review_moved
         for server_config in config.servers.values():
             self.servers[server_config.name] = self._factory(server_config)
 
@@ -104,6 +112,7 @@ class Supervisor:
             emit=self.publish,
             spawn=self._spawn,
             env_resolver=self._env_resolver,
+            review=self.review,
         )
         server.on_call_done = self._call_done
         return server
@@ -111,6 +120,30 @@ class Supervisor:
     def _call_done(self, server: str, method: str, seconds: float, ok: bool) -> None:
         if self.on_call_done is not None:
             self.on_call_done(server, method, seconds, ok)
+
+    def _review_moved(self, change: ToolChange | None) -> None:
+        if change is None:
+            self.publish(Event(EventKind.APPROVALS))
+            return
+        self.publish(
+            Event(
+                EventKind.APPROVALS,
+                change.server,
+                text=f"tool {change.tool!r} of {change.server!r} changed ({change.reason}) and "
+                f"is held until you approve it (mcp-tray approve {change.id})",
+                alert=AlertKind.APPROVAL,
+            )
+        )
+
+    def accept_tool_change(self, change_id: str) -> ToolChange:
+        """The person approved a changed tool: it is offered again, and clients told."""
+        change = self.review.accept(change_id)
+        for server in self.all_servers():
+            if server.name.partition("@")[0] == change.server and server.catalog.rescreen():
+                server.log(f"tool {change.tool!r}: the change was approved; offered again")
+                server.publish(EventKind.LISTS, "tools")
+                server.routing.notify("notifications/tools/list_changed", None)
+        return change
 
     def all_servers(self) -> list[ManagedServer]:
         return [*self.servers.values(), *self.private.values()]
@@ -177,6 +210,8 @@ class Supervisor:
             workers=_view(views.workers, ()),
             warnings=_view(views.warnings, ()),
             profiles=_view(views.profiles, ()),
+            approvals=_view(views.approvals, ()),
+            grants=_view(views.grants, ()),
         )
 
     # ------------------------------------------------------------- lifecycle
@@ -184,6 +219,7 @@ class Supervisor:
     async def start(self, *, sweep: bool = True) -> None:
         """Sweep what a crashed earlier run left, then start every enabled server."""
         self.paths.ensure()
+        await asyncio.to_thread(self.review.load)
         if sweep:
             self.swept = await asyncio.to_thread(sweep_leftovers, self.owner)
             for item in self.swept:
