@@ -254,7 +254,7 @@ def _sentence(text: str) -> str:
 
 def for_service(service: Any, parent: QWidget | None = None) -> ConnectDialog:
     """The dialog over the running tray: its enabled servers, its gateway, its token."""
-    from core.cli.desktop_entry import home_override
+    from core.cli.launcher import home_override
     from core.settings.runtime import loopback_url
 
     config = service.supervisor.config

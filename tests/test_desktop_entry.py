@@ -18,8 +18,9 @@ import pytest
 
 from core.base.errors import DesktopEntryError
 from core.cli import desktop_linux
-from core.cli.desktop_entry import home_override, install, launcher_argv, uninstall
+from core.cli.desktop_entry import install, uninstall
 from core.cli.desktop_linux import AUTOSTART_LINE, desktop_files, exec_value
+from core.cli.launcher import home_override, launcher_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 

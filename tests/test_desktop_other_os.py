@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.cli import desktop_entry, desktop_macos, desktop_windows
-from core.cli.desktop_entry import launcher_argv
+from core.cli.launcher import launcher_argv
 
 DOMAIN = "gui/501"
 

@@ -31,7 +31,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import TextContent
 from packaging.requirements import Requirement
 
-from core.cli.desktop_entry import GUI_SCRIPT
+from core.cli.launcher import GUI_SCRIPT
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 
@@ -189,7 +189,7 @@ def test_the_wheel_metadata_says_mit(wheel: Build) -> None:
 def test_the_wheel_has_the_console_script_and_its_windowed_twin(wheel: Build) -> None:
     """pip makes a console launcher for console_scripts and a windowed one (no
     console window on Windows) for gui_scripts; the Windows desktop entries
-    start the windowed one (core.cli.desktop_entry.GUI_SCRIPT)."""
+    start the windowed one (core.cli.launcher.GUI_SCRIPT)."""
     name = next(n for n in wheel.names() if n.endswith(".dist-info/entry_points.txt"))
     entry_points = configparser.ConfigParser()
     entry_points.read_string(wheel.read(name).decode())

@@ -91,3 +91,60 @@ def test_no_module_of_core_or_app_is_over_600_lines() -> None:
 
     over = {path: n for path, n in lengths.items() if n > MAX_LINES}
     assert not over, over
+
+
+def test_no_module_of_core_or_app_is_part_of_an_import_circle() -> None:
+    """Every import, at the top or inside a function, as grimp reads them: modules that
+    import each other, however far round, are one thing split in two (the desktop
+    entry and its per-OS modules were, until the launcher left them)."""
+    import grimp
+
+    graph = grimp.build_graph("core", "app")
+    edges = {m: graph.find_modules_directly_imported_by(m) & graph.modules for m in graph.modules}
+    assert [sorted(circle) for circle in circles(edges)] == []
+
+
+def circles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next(successors, None)
+            if step is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    part = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        part.add(member)
+                        if member == node:
+                            break
+                    if len(part) > 1:
+                        found.append(part)
+            elif step not in index:
+                index[step] = low[step] = len(index)
+                stack.append(step)
+                on_stack.add(step)
+                work.append((step, iter(sorted(edges[step]))))
+            elif step in on_stack:
+                low[node] = min(low[node], index[step])
+    return found
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(edges) == [{"a", "b", "c"}]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from core.cli import desktop_windows
-from core.cli.desktop_entry import GUI_SCRIPT, launcher_argv
+from core.cli.launcher import GUI_SCRIPT, launcher_argv
 from tests.cli_support import NO_KEYRING, run_mcp_tray
 
 

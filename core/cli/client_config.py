@@ -22,7 +22,7 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
     tray and, for the bridge, no config: with ``--server`` the names are taken
     as given."""
     from core.cli.clients import client_snippet
-    from core.cli.desktop_entry import home_override
+    from core.cli.launcher import home_override
     from core.settings.config import DEFAULT_GATEWAY_PORT, load_config
 
     if (args.dry_run or args.overwrite) and not args.install:

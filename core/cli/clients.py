@@ -12,7 +12,7 @@ from typing import Any
 from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
 from core.base.errors import SnippetError
 from core.cli import integrations
-from core.cli.desktop_entry import launcher_argv
+from core.cli.launcher import launcher_argv
 from core.protocol.headers import IDENTITY_HEADER
 from core.settings.profiles import client_entry_name
 

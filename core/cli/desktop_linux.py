@@ -28,7 +28,7 @@ from typing import Final
 from core.base.envvars import HOME_ENV
 from core.base.errors import DesktopEntryError
 from core.base.resources import desktop_template, icons_dir
-from core.cli.desktop_entry import (
+from core.cli.launcher import (
     APP_ID,
     AUTOSTART_ARGS,
     DesktopResult,

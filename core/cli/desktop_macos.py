@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.base.envvars import HOME_ENV
-from core.cli.desktop_entry import AUTOSTART_ARGS, DesktopResult, home_override, launcher_argv
+from core.cli.launcher import AUTOSTART_ARGS, DesktopResult, home_override, launcher_argv
 from core.platform.desktop import launchd_domain, run_command
 from core.platform.files import private_dirs, set_mode
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from core.cli.desktop_entry import (
+from core.cli.launcher import (
     APP_ID,
     AUTOSTART_ARGS,
     DesktopResult,

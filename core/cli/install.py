@@ -54,7 +54,6 @@ from core.base.errors import CommandError, ConfigError, SnippetError
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.cli.client_files import file_of, read
 from core.cli.clients import client_snippet
-from core.cli.desktop_entry import APP_ID
 from core.cli.integrations import (
     CLIENTS,
     Client,
@@ -62,6 +61,7 @@ from core.cli.integrations import (
     installable,
     installable_clients,
 )
+from core.cli.launcher import APP_ID
 from core.platform.files import line_ending, private_dirs, set_mode, with_line_ending
 from core.settings.profiles import client_entry_name, path_target
 

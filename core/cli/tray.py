@@ -119,7 +119,7 @@ def _stderr_to_log_without_console(paths: Paths) -> None:
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
     from core.bridge.main import run
-    from core.cli.desktop_entry import AUTOSTART_ARGS, launcher_argv
+    from core.cli.launcher import AUTOSTART_ARGS, launcher_argv
 
     # Before a worker row is registered under a name no server (or profile, @NAME) can have.
     check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
@@ -129,7 +129,8 @@ def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
-    from core.cli.desktop_entry import home_override, install, uninstall
+    from core.cli.desktop_entry import install, uninstall
+    from core.cli.launcher import home_override
 
     try:
         if args.uninstall:
