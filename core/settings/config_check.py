@@ -479,6 +479,7 @@ class _Checker:
             retry=retry,
             keepalive_seconds=float(keepalive),
             sharing=sharing,
+            sharing_pinned="sharing" in entry,
             protocol=protocol,
         )
 
