@@ -129,18 +129,20 @@ async def test_two_clients_one_after_the_other_each_see_only_their_own_roots(
     assert notice["family"] == ROOTS_PER_WORKSPACE and notice["severity"] == "info"
 
 
+@pytest.mark.parametrize("path", ["gateway", "bridge"])
 async def test_a_pinned_shared_entry_gives_each_new_session_its_own_roots_on_its_first_call(
-    services: Services, everything_bin: Path
+    services: Services, everything_bin: Path, path: str
 ) -> None:
     service = await tray(services, everything_bin, sharing="shared")
     c, d = Seen("C", roots=[C]), Seen("D", roots=[D])
-    async with gateway(service, c) as client_c:
+    opened = OPENERS[path]
+    async with opened(service, c) as client_c:
         first_of_c = await roots_seen(client_c)
-        async with gateway(service, d) as client_d:
+        async with opened(service, d) as client_d:
             first_of_d = await roots_seen(client_d)
             # Still one child for everyone: that is what the pin asks for.
             assert len(service.supervisor.all_servers()) == 1
-    async with gateway(service, Seen("E", roots=[])) as client_e:
+    async with opened(service, Seen("E", roots=[])) as client_e:
         first_of_e = await roots_seen(client_e)
 
     assert (first_of_c, first_of_d, first_of_e) == ([C], [D], [])
