@@ -42,8 +42,15 @@ PLATFORM: Final = "platform"
 #: Where the tray's PATH came from: as started, or its login shell's (``doctor``).
 PATH_ORIGIN: Final = "path"
 
+#: A shared server asks for roots: it runs one child per workspace (handled).
+ROOTS_PER_WORKSPACE: Final = "roots-per-workspace"
+#: A server that asks for roots is pinned shared: each new session waits for its roots.
+SHARED_ROOTS: Final = "shared-roots"
+
 _WEIGHTS: Final = {
     ENV_SCAN_FAILED: Severity.ADVICE,
+    SHARED_ROOTS: Severity.ADVICE,
+    ROOTS_PER_WORKSPACE: Severity.INFO,
     TOKEN_STORAGE: Severity.INFO,
     PLATFORM: Severity.INFO,
     PATH_ORIGIN: Severity.INFO,

@@ -1,7 +1,8 @@
 """One handshake-era client session of the streamable HTTP endpoint, and one request in it.
 
 ``core.protocol.streamable`` is the endpoint (HTTP methods, checks, dispatch);
-this is what it keeps per ``Mcp-Session-Id``: the standalone GET stream, the
+this is what it keeps per ``Mcp-Session-Id``: the standalone GET stream (and
+the notifications that came while the client had none open), the
 server->client requests waiting for the client's answer, the requests in
 flight (so a cancellation finds them), and the turn order of numbered
 messages (``x-mcp-tray-seq``, see the endpoint's docstring).
@@ -12,6 +13,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
@@ -26,6 +28,9 @@ CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 300.0
 #: How long a request not tied to a call waits for the client to open its GET stream
 #: (a client opens it right after initialize; until then there is nowhere to send it).
 STREAM_WAIT_SECONDS: Final = 5.0
+#: Notifications kept for a client between two GET streams (its SDK reconnects a
+#: second after a stream ends, a tray restart ends every one): the newest this many.
+STREAM_BACKLOG: Final = 64
 #: A numbered message waits at most this long for the ones before it.
 SEQUENCE_GAP_SECONDS: Final = 10.0
 #: The first revision whose SSE streams carry event ids and a priming event.
@@ -90,6 +95,8 @@ class HttpSession:
         self._ids = itertools.count(1)
         self._stream: asyncio.Queue[dict[str, Any] | None] | None = None
         self._stream_opened = asyncio.Event()
+        #: Notifications posted while no GET stream was open, for the next one.
+        self._backlog: deque[dict[str, Any]] = deque(maxlen=STREAM_BACKLOG)
         self._next_seq = 1
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._streams = itertools.count(1)
@@ -110,11 +117,35 @@ class HttpSession:
         return self._stream is not None
 
     def post(self, message: dict[str, Any]) -> bool:
-        """A message for the GET stream; False when the client has none open."""
+        """A message for the GET stream; False when the client has none open (a
+        notification then waits for its next one: a resource that changed while
+        the client reconnected is still news when it is back)."""
         if self._stream is None:
+            if "id" not in message:
+                self._backlog.append(message)
             return False
         self._stream.put_nowait(message)
         return True
+
+    def open_stream(self) -> "asyncio.Queue[dict[str, Any] | None]":
+        """The client opened its GET stream: what waited for it goes first."""
+        stream: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        while self._backlog:
+            stream.put_nowait(self._backlog.popleft())
+        self._stream = stream
+        self._stream_opened.set()
+        return stream
+
+    def stream_closed(self, stream: "asyncio.Queue[dict[str, Any] | None]") -> None:
+        """The GET stream ended: notifications it had not sent yet wait for the next one."""
+        if self._stream is not stream:
+            return
+        self._stream = None
+        self._stream_opened.clear()
+        while not stream.empty():
+            item = stream.get_nowait()
+            if item is not None and "id" not in item:
+                self._backlog.append(item)
 
     def notify(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """A notification not tied to a request, on the GET stream if the client opened one."""

@@ -417,9 +417,7 @@ class StreamableHttp:
                 send, 409, INVALID_REQUEST, "Conflict: this session already has an open GET stream"
             )
             return
-        stream: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        session._stream = stream
-        session._stream_opened.set()
+        stream = session.open_stream()
         await start_sse(send, {SESSION_HEADER: session.id})
         disconnected = asyncio.ensure_future(wait_disconnect(receive))
         try:
@@ -451,9 +449,7 @@ class StreamableHttp:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             disconnected.cancel()
-            if session._stream is stream:
-                session._stream = None
-                session._stream_opened.clear()
+            session.stream_closed(stream)
             session.last_active = time.monotonic()
 
 

@@ -218,10 +218,12 @@ class Pipeline:
         session = client.session
         base = self.placement.base(session.server)
         seat = self._seats.get(session.id)
-        sharing = base.config.sharing
+        sharing = base.sharing
         roots = None
         source = None
-        if sharing != "shared":
+        # A pinned shared server that asks: its session's roots are known before it is owed
+        # them (not at initialize, which has no stream to ask on).
+        if sharing != "shared" or (base.asks_roots and request.method != "initialize"):
             try:
                 roots = await self._roots(request)
             except _RootsNeeded:
@@ -229,7 +231,8 @@ class Pipeline:
                     raise
                 # Only these may answer input_required: the rest is the entry's own child's.
                 return base
-            source = roots_source(session if sharing == "per-session" else tuple(roots))
+            if sharing != "shared":
+                source = roots_source(session if sharing == "per-session" else tuple(roots))
         server = await self.placement.child(
             base,
             session=session.id,
@@ -251,7 +254,7 @@ class Pipeline:
         """A shared entry's own child keeps serving its session: nothing to decide."""
         server = seat.server
         return (
-            server.config.sharing == "shared"
+            server.sharing == "shared"
             and self.supervisor.servers.get(client.session.server) is server
             and (client.modern or not self.placement.wants_own_era(server, False, client.askable))
         )
@@ -285,6 +288,7 @@ class Pipeline:
             return
         server = seat.server
         if server.config.sharing == "shared":
+            session.roots = None  # what it says when it is next asked
             # The child asks for roots outside any call: only its one session can answer.
             if server.routing.attached == [member.key]:
                 await server.notify_upstream("notifications/roots/list_changed", None)
@@ -316,7 +320,7 @@ class Pipeline:
         base = self.placement.base(session.server)
         await started(base)
         server = base
-        if base.config.sharing == "shared":
+        if base.sharing == "shared":
             request = Request(client, "initialize", {}, NoReply(), None)
             server = await self.server_for(request, member)  # it hears list_changed from now on
         catalog = server.catalog
@@ -432,6 +436,7 @@ class Pipeline:
         client = request.client
         if method in SHARE_METHODS:
             return await self._share_request(request, server, caller)
+        await server.routing.roots_settled(client.session.id)
         if not client.modern:
             result = await server.request(method, params, caller)
             if result.get("resultType") == INPUT_REQUIRED:
@@ -508,14 +513,11 @@ class _Attached:
         return await ask(method, params)
 
     async def roots(self) -> dict[str, Any]:
-        """Asked now where the client can be asked, else what it said last."""
+        """What the client said (it says when they change), else asked now."""
         session = self._client.session
-        try:
-            answer = await self.ask("roots/list", None)
-        except RpcError:
-            if session.roots is None:
-                raise
+        if session.roots is not None:
             return {"roots": [dict(root) for root in session.roots]}
+        answer = await self.ask("roots/list", None)
         session.roots = roots_in(answer)
         return answer
 

@@ -9,6 +9,12 @@ Per config entry (``"sharing"``):
   works in), so clients in the same project share a child and clients in
   different projects never do; it stops when its last session leaves.
 
+A shared entry whose server was seen asking for roots is served
+``per-workspace`` from then on (a server that keeps the roots it was told
+would otherwise work in one client's folders for another), unless the entry
+pins ``"sharing": "shared"`` itself (core.supervision.routing then owes each
+new session the child's next ask).
+
 And per era. The MCP SDK's stdio server settles a connection's era with its
 first request and refuses the other era's from then on
 (``mcp.server.runner.serve_dual_era_loop``), so one child speaks one era.
@@ -31,6 +37,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from core.base.states import ServerState
+from core.settings.config import Sharing
 from core.supervision.routing import RootsSource
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
@@ -122,7 +129,7 @@ class Placement:
         """The child that serves this session now (made and started when needed);
         a child made for one session or workspace answers ``roots/list`` from
         ``roots_source`` from its very first request."""
-        sharing = base.config.sharing
+        sharing = base.sharing  # as configured, or as its server showed
         own_era = self.wants_own_era(base, modern, askable)
         if sharing == "per-session":
             key, suffix = f"session:{session}", session[:8]
@@ -139,11 +146,7 @@ class Placement:
         if own_era:
             key, suffix = f"{key}/{HANDSHAKE}", f"{suffix}-hs" if suffix != HANDSHAKE else suffix
         made = await self._made(
-            base,
-            key,
-            suffix,
-            HANDSHAKE if own_era else None,
-            roots_source if sharing != "shared" else None,
+            base, key, suffix, HANDSHAKE if own_era else None, sharing, roots_source
         )
         if own_era and refused_era(made):
             # It will not speak the handshake era: its clients are translated from now on.
@@ -165,6 +168,7 @@ class Placement:
         key: str,
         suffix: str,
         protocol: str | None,
+        sharing: Sharing,
         roots_source: RootsSource | None,
     ) -> ManagedServer:
         found = self._children.get((base.name, key))
@@ -172,9 +176,13 @@ class Placement:
             return found
         if found is not None:
             self.retire(found)  # its entry was edited since
-        config = replace(base.config, protocol=protocol or base.config.protocol)
+        config = replace(base.config, protocol=protocol or base.config.protocol, sharing=sharing)
         child = self.supervisor.add_private(config, suffix)
-        child.routing.roots_source = roots_source
+        if sharing == "shared":
+            # An era's child of a shared entry: its asking for roots is its entry's.
+            child.routing.on_shared_roots = base.routing.on_shared_roots
+        else:
+            child.routing.roots_source = roots_source
         self._children[(base.name, key)] = child
         self._made_from[child.name] = base.config.launch_key()
         if key == f"{BASE}/{HANDSHAKE}":

@@ -488,6 +488,7 @@ class _Checker:
             retry=retry,
             keepalive_seconds=float(keepalive),
             sharing=sharing,
+            sharing_pinned="sharing" in entry,
             protocol=protocol,
             approve=check_approve(entry.get("approve", []), [*keys, "approve"], self),
             on_tool_change=check_on_tool_change(

@@ -88,6 +88,9 @@ class ServerConfig:
     retry: RetryPolicy = "safe"
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
     sharing: Sharing = "shared"
+    #: The entry says ``"sharing"`` itself: a shared server that asks for roots stays
+    #: shared (else it gets one child per workspace, core.serving.placement).
+    sharing_pinned: bool = False
     #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
     protocol: str = "auto"
     #: Calls held for the person's approval: globs over tool names, "destructive", "any".

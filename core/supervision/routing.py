@@ -21,16 +21,20 @@ A call waiting for its client's answer (a 2026-07-28 client's parked call)
 asks nothing meanwhile, so it does not count as in flight.
 
 Roots follow a stricter rule: a shared child is never given one session's
-roots on another's behalf. Only the only attached session answers
-``roots/list``; a child of one session (or of one workspace) is answered
-from that session's (workspace's) roots; when the sessions attached to a
-child that asked for roots change, it is told ``roots/list_changed`` so it
-asks again.
+roots on another's behalf. A child of one session (or of one workspace) is
+answered from that session's (workspace's) roots. A shared child (one whose
+entry pins ``"sharing": "shared"``: the others get a child per workspace once
+they ask) is answered by its only attached session; when the sessions
+attached to it change it is told ``roots/list_changed`` so it asks again, and
+a session that attached is owed that answer: its first request waits (at
+most ``ROOTS_SETTLE_SECONDS``) until the child has asked and been given the
+session's own roots.
 
 Subscriptions and the log level clients set are replayed on every new
 child, so a respawn does not silently drop them.
 """
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -48,6 +52,8 @@ AmbiguityListener = Callable[[str, str], None]
 #: The roots of the one session (or workspace) a child serves.
 RootsSource = Callable[[], Awaitable[dict[str, Any]]]
 
+#: How long a session's first request waits for a shared child to have asked for its roots.
+ROOTS_SETTLE_SECONDS: Final = 1.0
 ROOTS_LIST: Final = "roots/list"
 ROOTS_CHANGED: Final = "notifications/roots/list_changed"
 
@@ -125,6 +131,8 @@ class Routing:
         self._attached: dict[str, Attached] = {}
         #: The child asked for roots in its current run (it is told when they change).
         self.asked_roots = False
+        #: Sessions attached since, oldest first, each owed the child's next ask (set once given).
+        self._owed: dict[str, asyncio.Event] = {}
         #: Client-set state replayed on every new child.
         self.subscriptions: set[str] = set()
         self.log_level: str | None = None
@@ -170,11 +178,28 @@ class Routing:
         new = session not in self._attached
         self._attached[session] = attached
         if new:
+            if self.shared and self.asked_roots:
+                self._owed[session] = asyncio.Event()
             self._roots_changed()
 
     def detach(self, session: str) -> None:
+        self._settle_owed(session)
         if self._attached.pop(session, None) is not None:
             self._roots_changed()
+
+    async def roots_settled(self, session: str | None) -> None:
+        """Until this newly attached session's roots were given to the child (bounded:
+        a server that does not ask again owes it nothing more)."""
+        owed = self._owed.get(session) if session is not None else None
+        if owed is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(owed.wait(), ROOTS_SETTLE_SECONDS)
+            self._settle_owed(session)
+
+    def _settle_owed(self, session: str | None) -> None:
+        owed = self._owed.pop(session, None) if session is not None else None
+        if owed is not None:
+            owed.set()
 
     @property
     def attached(self) -> list[str]:
@@ -187,8 +212,10 @@ class Routing:
             self.on_roots_stale()
 
     def new_run(self) -> None:
-        """A new child: it has asked nothing yet."""
+        """A new child: it has asked nothing yet (and is owed nothing)."""
         self.asked_roots = False
+        for session in list(self._owed):
+            self._settle_owed(session)
 
     # ------------------------------------------------------------- the rule
 
@@ -240,6 +267,12 @@ class Routing:
             return await self.roots_source()
         if self.on_shared_roots is not None:
             self.on_shared_roots()
+        owed = next(iter(self._owed), None)
+        if owed is not None and owed in self._attached:
+            # The ask that a session's attaching caused: its own roots, whoever else is here.
+            answer = await self._attached[owed].roots()
+            self._settle_owed(owed)
+            return answer
         if len(self._attached) == 1:
             ((session, attached),) = self._attached.items()
             calls = [c for c in self._active() if c.session == session and c.on_server_request]

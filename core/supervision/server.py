@@ -23,7 +23,7 @@ from core.base.clock import Clock
 from core.base.errors import InvalidTransition
 from core.base.snapshot import AlertKind, Event, EventKind, ServerSnapshot
 from core.base.states import ALLOWED_TRANSITIONS, BreakerState, ServerState
-from core.settings.config import ServerConfig
+from core.settings.config import ServerConfig, Sharing
 from core.supervision.breakers import ServerBreaker
 from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
@@ -95,8 +95,11 @@ class ManagedServer:
         self.routing.on_roots_stale = self._roots_stale
         #: Set the first time a server request could not be placed (docs/design.md §3.10).
         self.isolation_warning: str | None = None
-        #: Set the first time this shared server asked for roots.
+        #: Set the first time this shared server asked for roots (its notice).
         self.roots_warning: str | None = None
+        #: It asked for roots: unless its entry pins ``"sharing": "shared"``, its
+        #: sessions get one child per workspace from then on (core.serving.placement).
+        self.asks_roots = False
         self.calls_path = CallPath(self)
         self.listen = UpstreamListen(self)
         #: Respawns that calls asked for (never more than one per call), for
@@ -147,14 +150,32 @@ class ManagedServer:
             self.publish(EventKind.WARNINGS, text)
 
     def _shared_roots(self) -> None:
-        if self.roots_warning is None:
+        self.asks_roots = True
+        if self.roots_warning is not None:
+            return
+        if self.config.sharing_pinned:
             self.roots_warning = (
-                f"shared server {self.name!r} asks its client for roots (the folders it may "
-                "work in); on a shared child they can only come from its one client session. "
-                f'Set "sharing": "per-workspace" on {self.name!r} to give each project its own child'
+                f"shared server {self.name!r} asks its clients for roots (the folders it may "
+                'work in) and its entry pins "sharing": "shared": it is asked again whenever a '
+                "session attaches, and answered with that session's roots, so a server that "
+                "keeps them works in the newest session's folders"
             )
-            self.log(self.roots_warning)
-            self.publish(EventKind.WARNINGS, self.roots_warning)
+        else:
+            self.roots_warning = (
+                f"server {self.name!r} asks its clients for roots (the folders it may work "
+                "in): it runs one child per workspace, so no session sees another's"
+            )
+        self.log(self.roots_warning)
+        self.publish(EventKind.WARNINGS, self.roots_warning)
+
+    @property
+    def sharing(self) -> Sharing:
+        """How its sessions are placed now: its config's mode, or ``per-workspace`` for a
+        shared server seen asking for roots whose entry does not pin ``"shared"``."""
+        config = self.config
+        if config.sharing == "shared" and self.asks_roots and not config.sharing_pinned:
+            return "per-workspace"
+        return config.sharing
 
     def _roots_stale(self) -> None:
         """The sessions sharing this child changed: it should ask for roots again."""
@@ -221,7 +242,7 @@ class ManagedServer:
             started_at=run.started_wall if run is not None and self.pid is not None else None,
             unproven_drops=self.budget.unproven,
             command=" ".join([self.config.command, *self.config.args]),
-            sharing=self.config.sharing,
+            sharing=self.sharing,
             log_path=str(self.log_path),
             protocol=self.catalog.version,
         )

@@ -9,11 +9,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from core import __version__
 from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import UnknownServer
+from core.base.severity import ROOTS_PER_WORKSPACE, SHARED_ROOTS
 from core.base.snapshot import (
     AlertKind,
     ApprovalSnapshot,
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 Subscriber = Callable[[Event], None]
 T = TypeVar("T")
+
+#: What a roots notice suggests, by its family: the other way to share.
+ROOTS_FIXES: Final = {SHARED_ROOTS: "per-workspace", ROOTS_PER_WORKSPACE: "shared"}
 
 
 def _none() -> tuple[()]:
@@ -183,9 +187,10 @@ class Supervisor:
         shared server that asks for roots (one of each per server)."""
         found = []
         for server in self.all_servers():
-            for family, message, mode in (
+            roots = SHARED_ROOTS if server.config.sharing_pinned else ROOTS_PER_WORKSPACE
+            for family, message, fix in (
                 ("ambiguous-request", server.isolation_warning, "per-session"),
-                ("shared-roots", server.roots_warning, "per-workspace"),
+                (roots, server.roots_warning, ROOTS_FIXES[roots]),
             ):
                 if message is not None:
                     found.append(
@@ -193,7 +198,7 @@ class Supervisor:
                             family=family,
                             subject=server.name,
                             message=message,
-                            fix=f'set "sharing": "{mode}" on {server.name!r}',
+                            fix=f'set "sharing": "{fix}" on {server.name!r}',
                             text=f"{family}: {message}",
                         )
                     )
