@@ -51,8 +51,9 @@ READABLE_FORMATS: Final = (1, 2)
 SNAPSHOT_LIMIT: Final = 16 * 1024 * 1024
 #: The journal is compacted once it outgrows the snapshot: at most about twice as much.
 JOURNAL_LIMIT: Final = 2 * SNAPSHOT_LIMIT + 1024 * 1024
-#: How deep a saved row may nest (capabilities are a few levels; the wire allows 128).
-MAX_DEPTH: Final = 130
+#: How deep a file may nest: what a row may (core.serving.session_rows checks each) and
+#: more, short of the parser's own recursion limit (a deeper file is moved aside).
+MAX_DEPTH: Final = 512
 
 _FIX: Final = "nothing: mcp-tray moved it aside; its sessions' clients open new ones"
 _OPEN_APPEND: Final = (

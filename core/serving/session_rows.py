@@ -164,5 +164,5 @@ def _time(raw: dict[str, Any], now: float) -> float:
     if not math.isfinite(value):
         raise BadRow(f"'last_active' is a finite number of seconds, not {value}")
     if value > now + FUTURE_SLACK_SECONDS:
-        raise BadRow(f"'last_active' ({value:.0f}) is in the future")
+        raise BadRow(f"'last_active' ({value!r}) is in the future")
     return float(value)

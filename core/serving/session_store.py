@@ -56,7 +56,7 @@ MAX_SAVED_BYTES: Final = SNAPSHOT_LIMIT - 1024 * 1024
 #: cheap), so it alone is the state; past it, changes go to the journal.
 REWRITE_BELOW_BYTES: Final = 64 * 1024
 #: How many problems of a start are told one by one before the rest are counted.
-TOLD_PROBLEMS: Final = 3
+TOLD_PROBLEMS: Final = 5
 #: The family of the store's warnings in the Warnings tab.
 WARNING_FAMILY: Final = "saved-sessions"
 
