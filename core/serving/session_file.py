@@ -16,8 +16,8 @@ crash left behind a newer snapshot ends in the same state.
 
 Both are read with the hardened reader (core.settings.filereader): a FIFO,
 a device, a socket or a symbolic link is refused without being opened, at
-most ``SNAPSHOT_LIMIT`` / ``JOURNAL_LIMIT`` bytes are read, nesting is
-bounded. A file that cannot be used as a whole is moved aside
+most ``SNAPSHOT_LIMIT`` / ``JOURNAL_LIMIT`` bytes are read, nesting past
+the parser's recursion is refused. A file that cannot be used as a whole is moved aside
 (``NAME.bad``) with a warning, and the tray starts without it; a journal
 line that cannot be used is skipped with a warning naming its line. Writes
 never go through a link: the snapshot (and the emptied journal) are new
@@ -51,9 +51,6 @@ READABLE_FORMATS: Final = (1, 2)
 SNAPSHOT_LIMIT: Final = 16 * 1024 * 1024
 #: The journal is compacted once it outgrows the snapshot: at most about twice as much.
 JOURNAL_LIMIT: Final = 2 * SNAPSHOT_LIMIT + 1024 * 1024
-#: How deep a file may nest: what a row may (core.serving.session_rows checks each) and
-#: more, short of the parser's own recursion limit (a deeper file is moved aside).
-MAX_DEPTH: Final = 512
 
 _FIX: Final = "nothing: mcp-tray moved it aside; its sessions' clients open new ones"
 _OPEN_APPEND: Final = (
@@ -78,7 +75,9 @@ def _role(limit: int) -> Role:
         too_big_fix=_FIX,
         encoding_fix=_FIX,
         follow_symlinks=False,
-        max_depth=MAX_DEPTH,
+        # As deep as the parser goes (a deeper file is moved aside): each row's fields are
+        # checked on their own (core.serving.session_rows), one walk, not two.
+        max_depth=None,
         syntax_fix=_FIX,
     )
 

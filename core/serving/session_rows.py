@@ -12,11 +12,12 @@ subscriptions, subscribed one character at a time).
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, MAX_NESTING, too_deep
+from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, MAX_NESTING
 from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
+from core.settings.filereader import nested_deeper
 
 #: The most characters of a session id (the gateway's are 32 hex digits).
 MAX_ID_CHARS: Final = 128
@@ -54,7 +55,9 @@ class SavedSession:
     last_active: float = 0.0
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        # Its fields as they are: json.dumps copies nothing (asdict would deep-copy each
+        # value first, most of a 10,000-row start).
+        return json.dumps(vars(self))
 
 
 def parse_row(raw: Any, now: float) -> SavedSession:
@@ -122,7 +125,7 @@ def _object(raw: dict[str, Any], key: str) -> dict[str, Any]:
     value = raw[key]
     if not isinstance(value, dict):
         raise BadRow(f"{key!r} is a JSON object, not {_kind(value)}")
-    if too_deep(value, MAX_NESTING):
+    if nested_deeper(value, MAX_NESTING):
         raise BadRow(f"{key!r} is nested deeper than {MAX_NESTING} levels")
     return value
 

@@ -70,8 +70,9 @@ class Role:
     missing: str = "the file does not exist"
     #: False: a symbolic link is refused, not read through (a file of mcp-tray's own).
     follow_symlinks: bool = True
-    #: How deep ``read_json`` lets arrays and objects nest.
-    max_depth: int = 64
+    #: How deep ``read_json`` lets arrays and objects nest (None: as deep as the parser
+    #: goes; its RecursionError is refused all the same, and the caller checks what it takes).
+    max_depth: int | None = 64
     #: What to do when it is not JSON.
     syntax_fix: str = "correct the JSON syntax there"
 
@@ -100,13 +101,11 @@ def parse_json(text: str, path: Path, role: Role, *, line: int | None = None) ->
     except ValueError:  # an integer past Python's int_max_str_digits
         raise ConfigError(path, "a number has thousands of digits", fix=role.syntax_fix) from None
     else:
-        too_deep = nested_deeper(value, role.max_depth)
+        too_deep = role.max_depth is not None and nested_deeper(value, role.max_depth)
     if too_deep:
+        limit = "the parser can go" if role.max_depth is None else f"{role.max_depth} levels"
         raise ConfigError(
-            path,
-            f"the JSON is nested deeper than {role.max_depth} levels",
-            fix=role.syntax_fix,
-            line=line,
+            path, f"the JSON is nested deeper than {limit}", fix=role.syntax_fix, line=line
         )
     return value
 
