@@ -79,17 +79,17 @@ def kept(path: Path) -> list[str]:
 # ------------------------------------------------------------ the file itself
 
 
-@posix_only
-def test_a_fifo_in_place_of_the_file_is_moved_aside_at_once_and_the_start_goes_on(
-    tmp_path: Path,
+@pytest.mark.parametrize("name", [SESSIONS_FILE, JOURNAL_FILE])
+def test_a_fifo_in_place_of_a_file_is_moved_aside_at_once_and_the_start_goes_on(
+    tmp_path: Path, name: str
 ) -> None:
     path = tmp_path / SESSIONS_FILE
-    make_fifo(path)
+    make_fifo(tmp_path / name)
     store, problems = start(path)
     (problem,) = problems
-    assert str(path) in problem and "named pipe (FIFO)" in problem
-    assert "moved aside to http-sessions.json.bad" in problem
-    assert (tmp_path / "http-sessions.json.bad").is_fifo()
+    assert str(tmp_path / name) in problem and "named pipe (FIFO)" in problem
+    assert f"moved aside to {name}.bad" in problem
+    assert (tmp_path / f"{name}.bad").is_fifo()
     # The store works on: a fresh file, written as the tray goes on.
     store.put(SavedSession("s1", "echo", "2025-06-18", "http", "test", last_active=NOW))
     assert kept(path) == ["s1"]
@@ -341,3 +341,25 @@ async def test_writes_keep_their_order_across_the_worker_thread_and_the_shutdown
     store.flush()  # the shutdown's, after whatever the thread still writes
     ids = set(kept(tmp_path / SESSIONS_FILE))
     assert {f"n{n}" for n in range(50)} & ids == {f"n{n}" for n in range(1, 50, 2)}
+
+
+def test_a_live_session_the_next_tray_would_drop_is_not_written(tmp_path: Path) -> None:
+    """A client may declare odd capabilities ({"sampling": true}) and still be served;
+    its row is not saved, so no start blames the file for it."""
+    path = tmp_path / SESSIONS_FILE
+    store = SessionStore(path)
+    store.put(
+        SavedSession(
+            "odd",
+            "echo",
+            "2025-06-18",
+            "http",
+            "t",
+            capabilities={"sampling": True},
+            last_active=NOW,
+        )
+    )
+    store.put(SavedSession("plain", "echo", "2025-06-18", "http", "t", last_active=NOW))
+    assert kept(path) == ["plain"]
+    following, problems = start(path)
+    assert problems == [] and adoptable(following, "odd", "plain") == ["plain"]

@@ -156,6 +156,12 @@ class SessionStore:
     # ------------------------------------------------------------ changes
 
     def put(self, saved: SavedSession) -> None:
+        try:
+            # What the next tray would drop is not written (a client's odd capabilities).
+            parse_row(vars(saved), saved.last_active)
+        except BadRow as exc:
+            self._refused(saved.id, f"the next mcp-tray would not take it: {exc}")
+            return
         row = saved.to_json()
         if len(row) > MAX_ROW_BYTES:
             self._refused(saved.id, f"its row takes {len(row)} bytes, more than {MAX_ROW_BYTES}")
