@@ -17,7 +17,8 @@ crash left behind a newer snapshot ends in the same state.
 Both are read with the hardened reader (core.settings.filereader): a FIFO,
 a device, a socket or a symbolic link is refused without being opened, at
 most ``SNAPSHOT_LIMIT`` / ``JOURNAL_LIMIT`` bytes are read, nesting past
-the parser's recursion is refused. A file that cannot be used as a whole is moved aside
+the parser's recursion is refused (each row's fields are bounded on their
+own: core.serving.session_rows). A file that cannot be used as a whole is moved aside
 (``NAME.bad``) with a warning, and the tray starts without it; a journal
 line that cannot be used is skipped with a warning naming its line. Writes
 never go through a link: the snapshot (and the emptied journal) are new
@@ -75,9 +76,6 @@ def _role(limit: int) -> Role:
         too_big_fix=_FIX,
         encoding_fix=_FIX,
         follow_symlinks=False,
-        # As deep as the parser goes (a deeper file is moved aside): each row's fields are
-        # checked on their own (core.serving.session_rows), one walk, not two.
-        max_depth=None,
         syntax_fix=_FIX,
     )
 

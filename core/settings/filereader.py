@@ -17,9 +17,10 @@ naming the file:
   no one should have made a link), a symbolic link is refused too, and the
   open does not follow one put there since (``O_NOFOLLOW`` on POSIX).
 
-``read_json`` parses it too, and refuses nesting past ``role.max_depth`` (a
-deep document is a ``RecursionError`` in the parser, or in whatever walks
-the value later).
+``parse_json`` parses what was read, a document nested past the parser's
+recursion refused like any other error; ``nested_deeper`` is the bound a
+caller puts on what it keeps (a deep value is a ``RecursionError`` in
+whatever walks it later).
 
 A ``Role`` says what the file is to mcp-tray, so each refusal says what to do.
 """
@@ -27,6 +28,7 @@ A ``Role`` says what the file is to mcp-tray, so each refusal says what to do.
 import json
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -70,22 +72,13 @@ class Role:
     missing: str = "the file does not exist"
     #: False: a symbolic link is refused, not read through (a file of mcp-tray's own).
     follow_symlinks: bool = True
-    #: How deep ``read_json`` lets arrays and objects nest (None: as deep as the parser
-    #: goes; its RecursionError is refused all the same, and the caller checks what it takes).
-    max_depth: int | None = 64
     #: What to do when it is not JSON.
     syntax_fix: str = "correct the JSON syntax there"
 
 
-def read_json(path: Path, role: Role) -> Any:
-    """``path``'s JSON value, or None when it does not exist and ``role`` allows that."""
-    text = read_text(path, role)
-    return None if text is None else parse_json(text, path, role)
-
-
 def parse_json(text: str, path: Path, role: Role, *, line: int | None = None) -> Any:
-    """``text`` (all of ``path``, or its line ``line``) as JSON, nested at most
-    ``role.max_depth`` deep; else ``ConfigError`` saying why not."""
+    """``text`` (all of ``path``, or its line ``line``) as JSON; else ``ConfigError``
+    saying why not."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -96,17 +89,15 @@ def parse_json(text: str, path: Path, role: Role, *, line: int | None = None) ->
             line=line or exc.lineno,
         ) from None
     except RecursionError:
-        value = None
-        too_deep = True
+        raise ConfigError(
+            path,
+            f"the JSON is nested deeper than the parser goes (about {sys.getrecursionlimit()} "
+            "levels)",
+            fix=role.syntax_fix,
+            line=line,
+        ) from None
     except ValueError:  # an integer past Python's int_max_str_digits
         raise ConfigError(path, "a number has thousands of digits", fix=role.syntax_fix) from None
-    else:
-        too_deep = role.max_depth is not None and nested_deeper(value, role.max_depth)
-    if too_deep:
-        limit = "the parser can go" if role.max_depth is None else f"{role.max_depth} levels"
-        raise ConfigError(
-            path, f"the JSON is nested deeper than {limit}", fix=role.syntax_fix, line=line
-        )
     return value
 
 
