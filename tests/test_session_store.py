@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.platform.files import write_private
-from core.serving import session_store
+from core.serving import session_file
 from core.serving.session_store import WRITE_DELAY_SECONDS, SavedSession, SessionStore
 from tests.conftest import wait_until
 
@@ -103,7 +103,7 @@ async def test_the_file_is_written_off_the_loop_and_a_flush_meanwhile_has_the_la
             time.sleep(1.0)  # the disk is slow for the first write
         write_private(target, text)
 
-    monkeypatch.setattr(session_store, "write_private", recording)
+    monkeypatch.setattr(session_file, "write_private", recording)
     store = SessionStore(path)
     store.put(session(1))
     began = time.monotonic()
@@ -132,7 +132,7 @@ async def test_the_housekeepings_flush_of_activity_leaves_the_loop_too(
     store = SessionStore(path)
     store.put(session(1, last_active=100.0))
     store.flush()
-    monkeypatch.setattr(session_store, "write_private", recording)
+    monkeypatch.setattr(session_file, "write_private", recording)
     store.touch("s1", 250.0)
     store.flush(only_if_changed=True)
     await wait_until(lambda: writers, what="the activity written", timeout=5)

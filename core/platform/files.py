@@ -25,6 +25,7 @@
 
 import contextlib
 import os
+import secrets
 import shutil
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ PRIVATE_DIR_MODE: Final = 0o700
 PRIVATE_FILE_MODE: Final = 0o600
 #: The file limit reported where the OS has none to raise (Windows).
 NO_FILE_LIMIT: Final = 1 << 20
+#: Not inherited by children (the default on Windows, where the flag does not exist).
+_CLOSE_ON_EXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 
 def private_dirs(folder: Path) -> Path:
@@ -76,16 +79,26 @@ def open_private(path: Path, mode: str = "a", encoding: str = "utf-8") -> IO[Any
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` atomically, 0600 from the first byte, in a private folder."""
+    """Write ``text`` atomically, 0600 from the first byte, in a private folder.
+
+    Never through a link: the text goes to a new temporary file (``O_EXCL``,
+    so a link or file already at that name is refused, not written through),
+    which then replaces ``path`` itself (``os.replace`` swaps a link there
+    for the file; the link's target is left as it was)."""
     private_dirs(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # O_BINARY (Windows): else the C runtime's text mode would still add \r before \n.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOSE_ON_EXEC | getattr(os, "O_BINARY", 0)
     fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
-    _chmod(tmp, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(text.encode("utf-8"))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            _chmod(tmp, PRIVATE_FILE_MODE)
+            handle.write(text.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def line_ending(text: str | None) -> str:

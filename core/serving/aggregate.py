@@ -27,6 +27,7 @@ profile leaves out is refused with a message naming the profile.
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -42,6 +43,7 @@ from core.protocol.eras import (
     REMOVED_IN_MODERN,
     as_complete,
 )
+from core.protocol.http_session import HttpSession
 from core.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from core.protocol.stateless import StatelessContext
 from core.protocol.streamable import StreamableHttp
@@ -52,6 +54,7 @@ from core.serving.pipeline import LIST_METHODS, NoReply, Pipeline, shared_versio
 from core.serving.placement import started
 from core.serving.profile_view import KINDS, ProfileView, build_view
 from core.serving.request import Request
+from core.serving.session_store import SessionStore
 from core.serving.sessions import ClientSession, SessionTable
 from core.serving.stateless import RESOURCE_SUBSCRIPTIONS, Listener, acknowledge, listen_filters
 from core.settings.profiles import (
@@ -62,6 +65,8 @@ from core.settings.profiles import (
     target,
 )
 from core.supervision.routing import Caller
+
+logger = logging.getLogger(__name__)
 
 #: A burst of list changes (a restart, a config edit, several members at once)
 #: is told to each client once per kind, this long after its first change.
@@ -89,8 +94,11 @@ class Aggregate:
         *,
         max_body_bytes: int,
         coalesce_seconds: float = LIST_CHANGED_COALESCE_SECONDS,
+        store: SessionStore | None = None,
     ) -> None:
         self.pipeline = pipeline
+        #: Handshake-era sessions kept for the next tray (the gateway's store).
+        self.store = store
         self.supervisor = pipeline.supervisor
         self.max_body_bytes = max_body_bytes
         self.coalesce_seconds = coalesce_seconds
@@ -136,10 +144,20 @@ class Aggregate:
                 lambda http, scope: AggregateHandshake.open(self, where, http, scope),
                 max_body_bytes=self.max_body_bytes,
                 stateless=AggregateStateless(self, where),
+                adopt=lambda session_id, scope: self._adopt(where, session_id),
             )
             endpoint.start()
             self._endpoints[profile] = endpoint
         await endpoint.handle(scope, receive, send)
+
+    def _adopt(self, where: str, session_id: str) -> HttpSession | None:
+        """A previous tray's session of this endpoint, brought back the first time its id
+        returns."""
+        saved = self.store.adopt(where, session_id) if self.store is not None else None
+        if saved is None:
+            return None
+        logger.info("adopted session %s of %s from the previous mcp-tray", session_id, where)
+        return AggregateHandshake.adopt(self, saved).http
 
     # ------------------------------------------------- sessions (SessionHost)
 
@@ -302,6 +320,27 @@ class Aggregate:
             result["instructions"] = view.instructions
         return as_complete(result, "server/discover", self._info(view))
 
+    def subscriptions(self, parent: Parent) -> list[str]:
+        """The resources a parent's links are subscribed to, on every member."""
+        uris: set[str] = set()
+        for link in parent.links.values():
+            seat = self.pipeline.seat(link.session)
+            if seat is not None:
+                uris.update(u for u, who in seat.share.subscribers.items() if link.key in who)
+        return sorted(uris)
+
+    async def resume(self, parent: Parent, subscriptions: list[str], level: str | None) -> None:
+        """A previous tray's session: its level and subscriptions set again on its members."""
+        assert parent.client is not None
+        view = await self._members_started(parent.profile)
+        if level is not None:
+            request = Request(parent.client, "logging/setLevel", {"level": level}, NoReply(), None)
+            await self._set_level(parent, request)
+        for uri in subscriptions:
+            request = Request(parent.client, "resources/subscribe", {"uri": uri}, NoReply(), None)
+            with contextlib.suppress(CallError, RpcError):
+                await self._to_member(parent, view, request)
+
     async def handle(self, parent: Parent, request: Request) -> dict[str, Any]:
         """One request of a parent: answered here, or routed to its member."""
         client = request.client
@@ -321,6 +360,13 @@ class Aggregate:
             return as_complete(listed, method, self._info(view)) if client.modern else listed
         if method == "logging/setLevel":
             return await self._set_level(parent, request)
+        return await self._to_member(parent, view, request)
+
+    async def _to_member(
+        self, parent: Parent, view: ProfileView, request: Request
+    ) -> dict[str, Any]:
+        client = request.client
+        method = request.method
         server, params = self._route(view, method, request.params)
         link = parent.links.get(server) or await self.link(parent, server, request)
         routed = Request(

@@ -74,11 +74,13 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.pipeline = Pipeline(supervisor, sessions, owner, self.spawn)
         self.stateless = StatelessClients(self.pipeline, owner.worker_alive)
-        #: ``/mcp`` and the profiles' endpoints.
-        self.aggregate = Aggregate(self.pipeline, owner.worker_alive, max_body_bytes=max_body_bytes)
         #: Handshake-era sessions kept for the next tray, and the previous tray's to adopt
         #: (read by the service once it holds the instance lock).
         self.store = SessionStore(sessions_file)
+        #: ``/mcp`` and the profiles' endpoints.
+        self.aggregate = Aggregate(
+            self.pipeline, owner.worker_alive, max_body_bytes=max_body_bytes, store=self.store
+        )
         self._housekeeping: asyncio.Task[None] | None = None
 
     async def aclose(self) -> None:

@@ -21,7 +21,8 @@ from core.protocol.http_session import HttpSession, RequestContext
 from core.serving.fanout import Share
 from core.serving.pipeline import SHARE_METHODS, NoReply, Pipeline
 from core.serving.request import Client, Request
-from core.serving.session_store import SavedSession, SessionStore
+from core.serving.session_rows import SavedSession
+from core.serving.session_store import SessionStore
 from core.serving.sessions import ClientSession
 from core.supervision.routing import Caller
 
@@ -39,6 +40,42 @@ def handshake_session(session_id: str, where: str, headers: Mapping[str, str]) -
     if bridge_client:
         session.client_name = bridge_client
     return session
+
+
+def restored_client(saved: SavedSession) -> Client:
+    """A previous tray's session as its client declared it (core.serving.session_store)."""
+    session = ClientSession(
+        id=saved.id,
+        server=saved.server,
+        kind="bridge" if saved.kind == "bridge" else "http",
+        client_name=saved.client_name,
+        worker_identity=saved.worker_identity,
+    )
+    return Client(session, modern=False, capabilities=saved.capabilities, info=saved.client_info)
+
+
+def saved_session(
+    client: Client,
+    http: HttpSession,
+    subscriptions: list[str],
+    log_level: str | None,
+    version: object = None,
+) -> SavedSession:
+    """What a handshake-era session needs to go on in the next tray."""
+    session = client.session
+    return SavedSession(
+        id=session.id,
+        server=session.server,
+        protocol_version=version if isinstance(version, str) else http.protocol_version,
+        kind=session.kind,
+        client_name=session.client_name,
+        worker_identity=session.worker_identity,
+        capabilities=dict(client.capabilities),
+        client_info=dict(client.info) if client.info else None,
+        subscriptions=sorted(subscriptions),
+        log_level=log_level,
+        last_active=time.time(),
+    )
 
 
 async def ask_client(
@@ -104,20 +141,11 @@ class HandshakeSession:
     ) -> "HandshakeSession":
         """A previous tray's session, going on where it was (core.serving.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
-        session = ClientSession(
-            id=saved.id,
-            server=saved.server,
-            kind="bridge" if saved.kind == "bridge" else "http",
-            client_name=saved.client_name,
-            worker_identity=saved.worker_identity,
-        )
-        client = Client(
-            session, modern=False, capabilities=saved.capabilities, info=saved.client_info
-        )
+        client = restored_client(saved)
         adopted = cls(pipeline, http, client, registry, store)
         http.handler = adopted
-        registry[session.id] = adopted
-        pipeline.open_session(session)
+        registry[saved.id] = adopted
+        pipeline.open_session(client.session)
         adopted._restoring = asyncio.ensure_future(adopted._restore(saved))
         return adopted
 
@@ -136,30 +164,13 @@ class HandshakeSession:
 
     def _save(self, version: object = None) -> None:
         """What this session needs to go on in the next tray."""
-        session = self.session
-        seat = self.pipeline.seat(session)
+        seat = self.pipeline.seat(self.session)
         share = seat.share if seat is not None else None
-        self._store.put(
-            SavedSession(
-                id=session.id,
-                server=session.server,
-                protocol_version=version
-                if isinstance(version, str)
-                else self.http.protocol_version,
-                kind=session.kind,
-                client_name=session.client_name,
-                worker_identity=session.worker_identity,
-                capabilities=dict(self.client.capabilities),
-                client_info=dict(self.client.info) if self.client.info else None,
-                subscriptions=sorted(
-                    uri
-                    for uri, who in (share.subscribers if share else {}).items()
-                    if self.key in who
-                ),
-                log_level=share.levels.get(self.key) if share else None,
-                last_active=time.time(),
-            )
-        )
+        subscriptions = [
+            uri for uri, who in (share.subscribers if share else {}).items() if self.key in who
+        ]
+        level = share.levels.get(self.key) if share else None
+        self._store.put(saved_session(self.client, self.http, subscriptions, level, version))
 
     @property
     def session(self) -> ClientSession:

@@ -160,7 +160,7 @@ class TrayService:
             backends().reaper.enable(self.supervisor.owner)
         try:
             # The previous tray's sessions: only the instance holding the lock may read them.
-            await asyncio.to_thread(self.gateway.store.load)
+            session_problems = await asyncio.to_thread(self.gateway.store.load)
             # Bound before any child starts, so a port problem is known (and
             # listed) from the first snapshot on; the lookup of who holds a
             # taken port reads /proc, hence the thread.
@@ -180,6 +180,7 @@ class TrayService:
             )
             if token.warning:
                 self.workers.own_warnings.append(token.warning)
+            self.workers.own_warnings.extend(session_problems)
             if self.port_notice is not None:
                 self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
             await self.approvals.load()
