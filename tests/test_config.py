@@ -328,6 +328,20 @@ def test_a_server_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     one_line(error)
 
 
+@pytest.mark.parametrize(
+    ("name", "fix"), [("fs__remote", '"fs_remote"'), ("fs_", '"fs"'), ("a___b_", '"a_b"')]
+)
+def test_a_server_name_holding_the_aggregates_separator_is_refused_with_a_rename(
+    tmp_path: Path, name: str, fix: str
+) -> None:
+    assert not valid_server_name(name)
+    error = error_for(tmp_path, json.dumps({"mcpServers": {name: {"command": "x"}}}))
+    assert error.key == f"mcpServers.{name}"
+    assert error.file == str(tmp_path / "config.json") and error.line == 1
+    assert "may not hold '__' nor end in '_'" in one_line(error)
+    assert error.fix.endswith(fix)
+
+
 @pytest.mark.parametrize("depth", [MAX_NESTING + 1, 1000, 100_000])
 def test_json_nested_too_deeply_is_a_config_error_naming_its_line(
     tmp_path: Path, depth: int

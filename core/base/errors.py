@@ -44,9 +44,24 @@ A dead subprocess is never reported as a timeout: only ``CallTimedOut`` says
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from core.base.exitcodes import EXIT_FAILED, EXIT_USAGE
+
+#: How much of a name a client sent an error text repeats: a 404 must not echo a
+#: 5,000-character name back (nor a log line carry it).
+SHOWN_CHARS: Final = 100
+
+
+def shown(value: object) -> str:
+    """``value`` as an error text quotes it (``!r``), cut to ``SHOWN_CHARS`` with its length said."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) > SHOWN_CHARS:
+        return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+    return text
+
 
 if TYPE_CHECKING:
     from core.base.states import ServerState
@@ -119,14 +134,14 @@ class UnknownServer(McpTrayError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         listed = ", ".join(sorted(known)) or "none are configured"
-        super().__init__(f"no server named {name!r} (configured: {listed})")
+        super().__init__(f"no server named {shown(name)} (configured: {listed})")
 
 
 class UnknownSession(McpTrayError):
     def __init__(self, session_id: str, known: list[str]) -> None:
         self.session_id = session_id
         listed = ", ".join(known) or "none are open"
-        super().__init__(f"no client session {session_id!r} (open: {listed})")
+        super().__init__(f"no client session {shown(session_id)} (open: {listed})")
 
 
 class InvalidTransition(McpTrayError):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from core import __version__
-from core.base.errors import CallError, RpcError, SessionTripped, UpstreamError
+from core.base.errors import CallError, RpcError, SessionTripped, UpstreamError, shown
 from core.protocol.eras import (
     HEADER_MISMATCH,
     INPUT_REQUIRED,
@@ -360,7 +360,7 @@ class Pipeline:
             if method == "server/discover":
                 return await self.discover(client.session.server)
             if method in REMOVED_IN_MODERN:
-                raise RpcError(METHOD_NOT_FOUND, f"{method!r} is not part of MCP 2026-07-28")
+                raise RpcError(METHOD_NOT_FOUND, f"{shown(method)} is not part of MCP 2026-07-28")
             request.params = self.roots_questions.take(request.params, client.session)
         elif method == "ping":
             return {}

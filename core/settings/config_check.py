@@ -28,6 +28,7 @@ from core.settings.config_model import (
     NAME_RE,
     PROTOCOL_MODES,
     RETRY_POLICIES,
+    SEPARATOR_CLASH_RE,
     SERVER_KEYS,
     SHARING_MODES,
     TOP_LEVEL_KEYS,
@@ -347,6 +348,14 @@ class _Checker:
                 "a server name may hold only letters, digits, '.', '_' and '-' (at most 64), "
                 "and starts with a letter or digit",
                 fix="rename the entry, e.g. " + json.dumps(suggestion or "server"),
+            )
+        if SEPARATOR_CLASH_RE.search(name) is not None:
+            suggestion = re.sub(r"_{2,}", "_", name).rstrip("_")
+            raise self.error(
+                keys,
+                "a server name may not hold '__' nor end in '_': the aggregate endpoint names "
+                "each tool SERVER__TOOL, and such a name could stand for another server's tool",
+                fix="rename the entry, e.g. " + json.dumps(suggestion),
             )
         if not isinstance(entry, dict):
             raise self.error(

@@ -60,6 +60,11 @@ DEFAULT_GATEWAY_PORT: Final = 28729
 #: Server names become URL paths (/mcp/<name>) and log file names. Always
 #: ``fullmatch``: ``$`` would also accept a name ending in a newline.
 NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: What a server name may not hold even when NAME_RE lets it: the aggregate
+#: names a member's tools ``SERVER__TOOL`` (core.settings.profiles), and that
+#: is injective only if the server part holds no ``__`` and does not end in
+#: ``_`` (``fs_`` + ``__`` + ``x`` would be ``fs`` + ``__`` + ``_x``).
+SEPARATOR_CLASH_RE: Final = re.compile(r"__|_$")
 KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
 
 
@@ -113,8 +118,9 @@ class TrayConfig:
 
 
 def valid_server_name(name: str) -> bool:
-    """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
-    return NAME_RE.fullmatch(name) is not None
+    """Whether ``name`` can be a server's name (it becomes a URL path, a file name and
+    the prefix of its tools in the aggregate)."""
+    return NAME_RE.fullmatch(name) is not None and SEPARATOR_CLASH_RE.search(name) is None
 
 
 def empty_config(path: Path) -> TrayConfig:
