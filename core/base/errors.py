@@ -30,6 +30,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
         │   ├── ServerStopped       the user stopped the server
         │   ├── ServerParked        the budget (or a permanent start error) parked it
         │   ├── BreakerOpen         the server breaker is open
+        │   ├── TooManyChildren     the entry's ``max_children`` are all in use
         │   └── SessionTripped      the client session's breaker is open
         ├── TransportFailure        the child, not the server's logic, failed
         │   ├── SubprocessExited    dead, and no fresh session came up in the window
@@ -95,6 +96,7 @@ __all__ = [
     "SnippetError",
     "SpawnError",
     "SubprocessExited",
+    "TooManyChildren",
     "TransportFailure",
     "TrayStopping",
     "Unavailable",
@@ -314,6 +316,23 @@ class ServerParked(Unavailable):
             f"server {server!r} is parked: {reason}. mcp-tray stopped respawning it. "
             f"Fix the cause, then wake it with: mcp-tray respawn {server} "
             "(or the Respawn button in the mcp-tray window); editing its config entry wakes it too",
+        )
+
+
+class TooManyChildren(Unavailable):
+    """A session or workspace needs a child of its own, and the entry has ``max_children``."""
+
+    kind = "max-children"
+
+    def __init__(self, server: str, limit: int, sharing: str, config: str) -> None:
+        self.limit = limit
+        per = "client session" if sharing == "per-session" else "workspace (roots set)"
+        super().__init__(
+            server,
+            f"server {server!r} already runs {limit} children, one per {per}, and its "
+            f'"max_children" is {limit}: nothing was started or sent for this session. '
+            "Close sessions you no longer use, or raise "
+            f'"max_children" on {server!r} in {config}',
         )
 
 

@@ -21,9 +21,11 @@ from core.settings.config_model import (
     DEFAULT_GATEWAY_PORT,
     DEFAULT_KEEPALIVE_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CHILDREN,
     GATEWAY_KEYS,
     MAX_BODY_BYTES_CEILING,
     MAX_KEEPALIVE_SECONDS,
+    MAX_MAX_CHILDREN,
     MIN_KEEPALIVE_SECONDS,
     NAME_RE,
     PROTOCOL_MODES,
@@ -477,6 +479,14 @@ class _Checker:
                 fix='"auto" asks the server which era it speaks; "handshake" pins initialize '
                 "(for servers whose tools send requests the old way)",
             )
+        max_children = entry.get("max_children", DEFAULT_MAX_CHILDREN)
+        if type(max_children) is not int or not 1 <= max_children <= MAX_MAX_CHILDREN:
+            raise self.error(
+                [*keys, "max_children"],
+                f"must be a whole number from 1 to {MAX_MAX_CHILDREN}, got {_describe(max_children)}",
+                fix=f"use {DEFAULT_MAX_CHILDREN} (the default) or remove it; it caps the children "
+                'made for sessions or workspaces ("sharing": "per-session" or "per-workspace")',
+            )
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -489,6 +499,7 @@ class _Checker:
             keepalive_seconds=float(keepalive),
             sharing=sharing,
             protocol=protocol,
+            max_children=max_children,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

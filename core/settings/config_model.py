@@ -29,6 +29,12 @@ MIN_KEEPALIVE_SECONDS: Final = 5.0
 #: range a number no longer converts): a day is already past any use.
 MAX_KEEPALIVE_SECONDS: Final = 86400.0
 
+#: Children an entry may have made for sessions or workspaces at once: each is a
+#: whole server process (500 roots sets were 500 children, 5.5 GB, in issue 27).
+DEFAULT_MAX_CHILDREN: Final = 32
+#: The most ``max_children`` may say (each child holds pipes and a log file).
+MAX_MAX_CHILDREN: Final = 512
+
 SERVER_KEYS: Final = (
     "command",
     "args",
@@ -40,6 +46,7 @@ SERVER_KEYS: Final = (
     "keepalive_seconds",
     "sharing",
     "protocol",
+    "max_children",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "$schema")
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
@@ -83,6 +90,8 @@ class ServerConfig:
     sharing: Sharing = "shared"
     #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
     protocol: str = "auto"
+    #: Children made for sessions or workspaces (core.serving.placement) at once.
+    max_children: int = DEFAULT_MAX_CHILDREN
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
