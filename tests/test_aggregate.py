@@ -9,6 +9,8 @@ command that does not exist. Nothing is mocked.
 """
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from mcp.types import CreateMessageResult, TextContent
 
 from core.base.states import ServerState
 from core.serving.profile_view import MAX_NAME_CHARS, exposed_name
+from tests.cli_support import run_mcp_tray
 from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, sdk_client, text
 
@@ -239,3 +242,28 @@ async def test_two_clients_of_the_aggregate_each_get_only_their_own_sampling_req
     assert asked == {"one": ["from one"], "two": ["from two"]}
     # A legacy client that may be asked gets the "auto" entry's handshake-era twin.
     assert len(children) == (2 if sharing == "per-session" else 1), children
+
+
+async def test_mcp_tray_sessions_names_the_aggregate_or_profile_of_each_member_session(
+    services: Services,
+) -> None:
+    service = await services.start(
+        {"a": python_server(ECHO), "b": python_server(ECHO)},
+        profiles={"coding": {"servers": ["b"]}},
+    )
+    for name in ("a", "b"):
+        await wait_ready(service.supervisor.server(name), timeout=STARTING)
+    async with sdk_client(service, "@all") as every, sdk_client(service, "@coding") as coding:
+        await every.call_tool("a__echo", {"text": "x"})
+        await coding.call_tool("b__echo", {"text": "y"})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
+        env["MCP_TRAY_HOME"] = str(services.paths.state_dir.parent)
+        listed = await asyncio.to_thread(run_mcp_tray, env, "sessions", "--json")
+        table = await asyncio.to_thread(run_mcp_tray, env, "sessions")
+
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert sorted((row["server"], row["via"]) for row in rows) == [("a", "@all"), ("b", "@coding")]
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SESSION", "CLIENT", "SERVER", "VIA"]
+    assert sorted(line.split()[2:4] for line in lines[1:]) == [["a", "@all"], ["b", "@coding"]]
