@@ -21,7 +21,7 @@ from mcp.types import CreateMessageResult, TextContent
 from core.base.states import ServerState
 from core.serving.profile_view import MAX_NAME_CHARS, exposed_name
 from tests.cli_support import run_mcp_tray
-from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, sdk_client, text
 
 BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -30,6 +30,7 @@ BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 STARTING = 40.0
 #: 60 characters: every ``SERVER__TOOL`` of it passes 64.
 LONG = "a-server-whose-name-is-long-enough-to-overflow-tool-names-xx"
+MANY_TOOLS = SERVERS / "many_tools.py"
 
 
 @BOTH_ERAS
@@ -267,3 +268,31 @@ async def test_mcp_tray_sessions_names_the_aggregate_or_profile_of_each_member_s
     lines = table.stdout.splitlines()
     assert lines[0].split()[:4] == ["SESSION", "CLIENT", "SERVER", "VIA"]
     assert sorted(line.split()[2:4] for line in lines[1:]) == [["a", "@all"], ["b", "@coding"]]
+
+
+@BOTH_ERAS
+async def test_a_members_tool_named_like_another_members_reaches_its_own_server_only(
+    services: Services, mode: str
+) -> None:
+    # Issue 27: "fs" listing "remote__search_records_00" beside the server "remote".
+    service = await services.start(
+        {
+            "fs": python_server(MANY_TOOLS, MANY_TOOLS="1", MANY_TOOLS_PREFIX="remote__"),
+            "remote": python_server(MANY_TOOLS, MANY_TOOLS="1"),
+        }
+    )
+    fs, remote = (service.supervisor.server(name) for name in ("fs", "remote"))
+    await wait_ready(fs, timeout=STARTING)
+    await wait_ready(remote, timeout=STARTING)
+
+    async with sdk_client(service, "@all", mode) as client:
+        names = sorted(tool.name for tool in (await client.list_tools()).tools)
+        await client.call_tool("remote__search_records_00", {"query": "real"})
+        calls = (fs.calls, remote.calls)
+        await client.call_tool("fs__remote__search_records_00", {"query": "impostor"})
+
+    assert names == ["fs__remote__search_records_00", "remote__search_records_00"]
+    assert calls == (0, 1)
+    assert (fs.calls, remote.calls) == (1, 1)
+    (everything,) = service.profiles()
+    assert everything.renamed == ()
