@@ -9,6 +9,8 @@ command that does not exist. Nothing is mocked.
 """
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from mcp.types import CreateMessageResult, TextContent
 
 from core.base.states import ServerState
 from core.serving.profile_view import MAX_NAME_CHARS, exposed_name
-from tests.conftest import ECHO, kill_hard, python_server, wait_ready, wait_until
+from tests.cli_support import run_mcp_tray
+from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, sdk_client, text
 
 BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -27,6 +30,7 @@ BOTH_ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 STARTING = 40.0
 #: 60 characters: every ``SERVER__TOOL`` of it passes 64.
 LONG = "a-server-whose-name-is-long-enough-to-overflow-tool-names-xx"
+MANY_TOOLS = SERVERS / "many_tools.py"
 
 
 @BOTH_ERAS
@@ -239,3 +243,56 @@ async def test_two_clients_of_the_aggregate_each_get_only_their_own_sampling_req
     assert asked == {"one": ["from one"], "two": ["from two"]}
     # A legacy client that may be asked gets the "auto" entry's handshake-era twin.
     assert len(children) == (2 if sharing == "per-session" else 1), children
+
+
+async def test_mcp_tray_sessions_names_the_aggregate_or_profile_of_each_member_session(
+    services: Services,
+) -> None:
+    service = await services.start(
+        {"a": python_server(ECHO), "b": python_server(ECHO)},
+        profiles={"coding": {"servers": ["b"]}},
+    )
+    for name in ("a", "b"):
+        await wait_ready(service.supervisor.server(name), timeout=STARTING)
+    async with sdk_client(service, "@all") as every, sdk_client(service, "@coding") as coding:
+        await every.call_tool("a__echo", {"text": "x"})
+        await coding.call_tool("b__echo", {"text": "y"})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
+        env["MCP_TRAY_HOME"] = str(services.paths.state_dir.parent)
+        listed = await asyncio.to_thread(run_mcp_tray, env, "sessions", "--json")
+        table = await asyncio.to_thread(run_mcp_tray, env, "sessions")
+
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert sorted((row["server"], row["via"]) for row in rows) == [("a", "@all"), ("b", "@coding")]
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SESSION", "CLIENT", "SERVER", "VIA"]
+    assert sorted(line.split()[2:4] for line in lines[1:]) == [["a", "@all"], ["b", "@coding"]]
+
+
+@BOTH_ERAS
+async def test_a_members_tool_named_like_another_members_reaches_its_own_server_only(
+    services: Services, mode: str
+) -> None:
+    # Issue 27: "fs" listing "remote__search_records_00" beside the server "remote".
+    service = await services.start(
+        {
+            "fs": python_server(MANY_TOOLS, MANY_TOOLS="1", MANY_TOOLS_PREFIX="remote__"),
+            "remote": python_server(MANY_TOOLS, MANY_TOOLS="1"),
+        }
+    )
+    fs, remote = (service.supervisor.server(name) for name in ("fs", "remote"))
+    await wait_ready(fs, timeout=STARTING)
+    await wait_ready(remote, timeout=STARTING)
+
+    async with sdk_client(service, "@all", mode) as client:
+        names = sorted(tool.name for tool in (await client.list_tools()).tools)
+        await client.call_tool("remote__search_records_00", {"query": "real"})
+        calls = (fs.calls, remote.calls)
+        await client.call_tool("fs__remote__search_records_00", {"query": "impostor"})
+
+    assert names == ["fs__remote__search_records_00", "remote__search_records_00"]
+    assert calls == (0, 1)
+    assert (fs.calls, remote.calls) == (1, 1)
+    (everything,) = service.profiles()
+    assert everything.renamed == ()

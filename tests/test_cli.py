@@ -283,6 +283,7 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
             "id": session,
             "client_name": "cursor",
             "server": "ghost",
+            "via": "",
             "opened_at": rows[0]["opened_at"],
             "requests": 4,
             "consecutive_failures": 3,
@@ -299,8 +300,16 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
     assert all_reset.returncode == 0 and "reset 0 tripped" in all_reset.stdout
 
     table = cli(tray.home, "sessions").stdout.splitlines()
-    assert table[0].split() == ["SESSION", "CLIENT", "SERVER", "REQUESTS", "FAILURES", "BREAKER"]
-    assert table[1].split()[:3] == [session, "Cursor", "ghost"]
+    assert table[0].split() == [
+        "SESSION",
+        "CLIENT",
+        "SERVER",
+        "VIA",
+        "REQUESTS",
+        "FAILURES",
+        "BREAKER",
+    ]
+    assert table[1].split()[:4] == [session, "Cursor", "ghost", "-"]
 
 
 def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: Any) -> None:

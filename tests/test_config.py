@@ -328,6 +328,42 @@ def test_a_server_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     one_line(error)
 
 
+@pytest.mark.parametrize(
+    ("name", "fix"), [("fs__remote", '"fs_remote"'), ("fs_", '"fs"'), ("a___b_", '"a_b"')]
+)
+def test_a_server_name_holding_the_aggregates_separator_is_refused_with_a_rename(
+    tmp_path: Path, name: str, fix: str
+) -> None:
+    assert not valid_server_name(name)
+    error = error_for(tmp_path, json.dumps({"mcpServers": {name: {"command": "x"}}}))
+    assert error.key == f"mcpServers.{name}"
+    assert error.file == str(tmp_path / "config.json") and error.line == 1
+    assert "may not hold '__' nor end in '_'" in one_line(error)
+    assert error.fix.endswith(fix)
+
+
+@pytest.mark.parametrize("value", ["0", "513", '"32"', "true", "1.5", "null"])
+def test_a_max_children_that_is_no_whole_number_from_1_to_512_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    error = error_for(
+        tmp_path, '{"mcpServers": {"a": {"command": "x", "max_children": ' + value + "}}}"
+    )
+    assert error.key == "mcpServers.a.max_children"
+    assert "must be a whole number from 1 to 512" in one_line(error)
+    assert "32 (the default)" in error.fix
+
+
+def test_max_children_defaults_to_32_and_takes_a_whole_number(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", '
+        '"sharing": "per-session", "max_children": 5}}}',
+    )
+    config = load_config(path)
+    assert (config.servers["a"].max_children, config.servers["b"].max_children) == (32, 5)
+
+
 @pytest.mark.parametrize("depth", [MAX_NESTING + 1, 1000, 100_000])
 def test_json_nested_too_deeply_is_a_config_error_naming_its_line(
     tmp_path: Path, depth: int

@@ -135,6 +135,7 @@ own_keys = {
     "keepalive_seconds": st.floats(5, 86400) | hostile,
     "sharing": st.sampled_from(["shared", "per-session", "per-workspace"]) | hostile,
     "protocol": st.sampled_from(["auto", "handshake", "2026-07-28"]) | hostile,
+    "max_children": st.integers(1, 512) | hostile,
     "type": st.just("stdio") | hostile,
     "url": texts,
     "bogus": hostile,

@@ -164,6 +164,7 @@ async def test_hostile_edits_are_refused_one_by_one_and_the_next_good_edit_appli
             "NUL character": document(a=a | {"env": {"X": "\0"}}),
             "lone surrogate": document(a=a).replace('"args"', '"cwd": "\\udc80", "args"'),
             "no '='": document(a=a | {"env": {"A=B": "c"}}),
+            "may not hold '__'": document(a=a, **{"a__b": a}),
         }
         for expected, text in hostile.items():
             path.write_text(text)

@@ -539,6 +539,14 @@ def test_the_last_line_says_which_client_to_restart(
     assert last.startswith((f"restart {label}", f"start a new {label} session"))
 
 
+def test_a_gemini_install_says_how_to_trust_the_folder_its_entries_need(tmp_path: Path) -> None:
+    # Gemini CLI lists every entry as "Disabled" in a folder it was not told to trust.
+    last = apply_install(plan_install("gemini", snippet_entries("gemini", ["echo"]), home=tmp_path))
+    step = last.lines()[-1]
+    assert "Disabled" in step and '"Trust folder"' in step
+    assert "~/.gemini/trustedFolders.json" in step
+
+
 # ---------------------------------------------------------- the command
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.base.errors import ConfigError
 from core.serving.profile_view import (
@@ -19,9 +21,10 @@ from core.serving.profile_view import (
     MAX_NAME_CHARS,
     build_view,
     exposed_name,
+    member_of,
 )
-from core.settings.config import ServerConfig, load_config
-from core.settings.profiles import EVERYTHING, ProfileConfig, endpoint_path
+from core.settings.config import ServerConfig, load_config, valid_server_name
+from core.settings.profiles import EVERYTHING, NAME_SEPARATOR, ProfileConfig, endpoint_path
 from core.supervision.catalog import Catalog
 
 
@@ -71,17 +74,58 @@ def test_a_longer_name_is_shortened_to_64_the_same_way_every_time_and_uniquely()
     assert first != other  # the same 55-character start, told apart by the hash
 
 
-def test_two_tools_whose_prefixed_names_are_equal_both_stay_reachable() -> None:
-    # Server "a__b"'s tool "c" and server "a"'s tool "b__c" are both "a__b__c".
+def test_a_members_tool_named_like_another_members_parses_to_its_own_server() -> None:
+    # The impostor of issue 27: "fs" lists "remote__write" beside a server that would be
+    # "fs__remote" (a name the config now refuses); "fs-remote" is the closest allowed.
     view = build_view(
-        EVERYTHING, servers("a", "a__b"), {"a": catalog(["b__c"]), "a__b": catalog(["c"])}
+        EVERYTHING,
+        servers("fs", "fs-remote"),
+        {"fs": catalog(["remote__write"]), "fs-remote": catalog(["write"])},
     )
     names = [tool["name"] for tool in view.tools]
-    assert names[0] == "a__b__c"  # the first in the order keeps the plain name
-    assert len(set(names)) == 2 and len(names[1]) <= MAX_NAME_CHARS
-    assert view.tool_routes[names[0]] == ("a", "b__c")
-    assert view.tool_routes[names[1]] == ("a__b", "c")
-    assert (names[1], "a__b__c") in view.renamed
+    assert names == ["fs__remote__write", "fs-remote__write"]
+    assert view.tool_routes["fs__remote__write"] == ("fs", "remote__write")
+    assert view.tool_routes["fs-remote__write"] == ("fs-remote", "write")
+    assert view.renamed == []
+    assert member_of("fs__remote__write") == "fs"
+
+
+def test_a_name_too_long_for_its_server_prefix_holds_no_separator_so_no_full_name_equals_it() -> (
+    None
+):
+    # A 60-character server: its shortened names cannot keep "SERVER__" whole.
+    long = "x" * 53 + "_y" * 3 + "z"
+    short = exposed_name(long, "tool")
+    assert NAME_SEPARATOR not in short and len(short) <= MAX_NAME_CHARS
+    # A 53-character one keeps it: the shortened name still parses to its server.
+    kept = exposed_name("s" * 53, "a_tool_name_that_does_not_fit")
+    assert member_of(kept) == "s" * 53 and len(kept) == MAX_NAME_CHARS
+
+
+_SERVER_NAMES = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,63}", fullmatch=True).filter(valid_server_name)
+_TOOL_NAMES = st.from_regex(r"[a-z_]{1,70}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_SERVER_NAMES, st.lists(_TOOL_NAMES, max_size=6), min_size=1, max_size=4))
+def test_no_tool_of_one_member_is_ever_exposed_under_a_name_another_members_tool_has(
+    listed: dict[str, list[str]],
+) -> None:
+    names = list(listed)
+    view = build_view(EVERYTHING, servers(*names), {n: catalog(t) for n, t in listed.items()})
+    exposed = [tool["name"] for tool in view.tools]
+    assert len(exposed) == len(set(exposed))
+    for name in exposed:
+        server, _ = view.tool_routes[name]
+        # Every exposed name is its server's: by its prefix, or by holding no "__" at all.
+        assert member_of(name) == server or NAME_SEPARATOR not in name
+        assert len(name) <= MAX_NAME_CHARS
+    # Each member's plain names that fit are given out as they are, whatever the others list.
+    for server, tools in listed.items():
+        alone = build_view(EVERYTHING, servers(server), {server: catalog(tools)})
+        for tool in alone.tools:
+            assert tool["name"] in view.tool_routes
+            assert view.tool_routes[tool["name"]].server == server
 
 
 def test_a_shortened_name_does_not_depend_on_the_profile_it_is_seen_through() -> None:

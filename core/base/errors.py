@@ -30,6 +30,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
         │   ├── ServerStopped       the user stopped the server
         │   ├── ServerParked        the budget (or a permanent start error) parked it
         │   ├── BreakerOpen         the server breaker is open
+        │   ├── TooManyChildren     the entry's ``max_children`` are all in use
         │   └── SessionTripped      the client session's breaker is open
         ├── TransportFailure        the child, not the server's logic, failed
         │   ├── SubprocessExited    dead, and no fresh session came up in the window
@@ -44,9 +45,24 @@ A dead subprocess is never reported as a timeout: only ``CallTimedOut`` says
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from core.base.exitcodes import EXIT_FAILED, EXIT_USAGE
+
+#: How much of a name a client sent an error text repeats: a 404 must not echo a
+#: 5,000-character name back (nor a log line carry it).
+SHOWN_CHARS: Final = 100
+
+
+def shown(value: object) -> str:
+    """``value`` as an error text quotes it (``!r``), cut to ``SHOWN_CHARS`` with its length said."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) > SHOWN_CHARS:
+        return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+    return text
+
 
 if TYPE_CHECKING:
     from core.base.states import ServerState
@@ -80,6 +96,7 @@ __all__ = [
     "SnippetError",
     "SpawnError",
     "SubprocessExited",
+    "TooManyChildren",
     "TransportFailure",
     "TrayStopping",
     "Unavailable",
@@ -119,14 +136,14 @@ class UnknownServer(McpTrayError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         listed = ", ".join(sorted(known)) or "none are configured"
-        super().__init__(f"no server named {name!r} (configured: {listed})")
+        super().__init__(f"no server named {shown(name)} (configured: {listed})")
 
 
 class UnknownSession(McpTrayError):
     def __init__(self, session_id: str, known: list[str]) -> None:
         self.session_id = session_id
         listed = ", ".join(known) or "none are open"
-        super().__init__(f"no client session {session_id!r} (open: {listed})")
+        super().__init__(f"no client session {shown(session_id)} (open: {listed})")
 
 
 class InvalidTransition(McpTrayError):
@@ -299,6 +316,23 @@ class ServerParked(Unavailable):
             f"server {server!r} is parked: {reason}. mcp-tray stopped respawning it. "
             f"Fix the cause, then wake it with: mcp-tray respawn {server} "
             "(or the Respawn button in the mcp-tray window); editing its config entry wakes it too",
+        )
+
+
+class TooManyChildren(Unavailable):
+    """A session or workspace needs a child of its own, and the entry has ``max_children``."""
+
+    kind = "max-children"
+
+    def __init__(self, server: str, limit: int, sharing: str, config: str) -> None:
+        self.limit = limit
+        per = "client session" if sharing == "per-session" else "workspace (roots set)"
+        super().__init__(
+            server,
+            f"server {server!r} already runs {limit} children, one per {per}, and its "
+            f'"max_children" is {limit}: nothing was started or sent for this session. '
+            "Close sessions you no longer use, or raise "
+            f'"max_children" on {server!r} in {config}',
         )
 
 

@@ -58,7 +58,7 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
         if bad:
             raise CommandError(
                 f"not a server name: {', '.join(map(repr, bad))}; names hold only letters, "
-                "digits, '.', '_' and '-' (at most 64)",
+                "digits, '.', '_' and '-' (at most 64), and neither hold '__' nor end in '_'",
                 EXIT_USAGE,
             )
         if not names:

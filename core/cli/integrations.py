@@ -167,7 +167,10 @@ CLIENTS: Final = {
             url_key="httpUrl",
             places=_everywhere("home", ".gemini/settings.json"),
             restart="start a new Gemini CLI session: `gemini` reads ~/.gemini/settings.json when "
-            "it starts, and starts MCP servers only in a folder you trust",
+            "it starts, and starts MCP servers only in a folder you trust (until then `gemini mcp "
+            "list` shows each entry as Disabled): run `gemini` in your project's folder once and "
+            'choose "Trust folder" (or "Trust parent folder") in the dialog it shows; the choice '
+            "is kept in ~/.gemini/trustedFolders.json",
             importable=True,
         ),
         Client(

@@ -291,6 +291,7 @@ def check_server_name(name: str) -> None:
     if not valid_server_name(name):
         raise CommandError(
             f"{name!r} is not a server name: names hold only letters, digits, '.', '_' "
-            "and '-' (at most 64) and start with a letter or digit",
+            "and '-' (at most 64), start with a letter or digit, and neither hold '__' nor "
+            "end in '_'",
             EXIT_USAGE,
         )

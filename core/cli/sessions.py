@@ -14,6 +14,8 @@ _SESSION_COLUMNS: Final = (
     ("id", "SESSION"),
     ("client", "CLIENT"),
     ("server", "SERVER"),
+    # The aggregate (@all: /mcp) or profile a member session belongs to ("-": its own endpoint).
+    ("via", "VIA"),
     ("requests", "REQUESTS"),
     ("consecutive_failures", "FAILURES"),
     ("breaker", "BREAKER"),
@@ -32,6 +34,7 @@ def cmd_sessions(args: argparse.Namespace, paths: Paths) -> int:
             "id",
             "client_name",
             "server",
+            "via",
             "opened_at",
             "requests",
             "consecutive_failures",
@@ -43,13 +46,17 @@ def cmd_sessions(args: argparse.Namespace, paths: Paths) -> int:
         print("no client sessions")
         return EXIT_OK
     table = [[title for _, title in _SESSION_COLUMNS]]
-    table += [[str(row.get(key, "-")) for key, _ in _SESSION_COLUMNS] for row in rows]
+    table += [[_cell(row.get(key)) for key, _ in _SESSION_COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(_SESSION_COLUMNS))]
     for line in table:
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         )
     return EXIT_OK
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
 
 
 def cmd_reset(args: argparse.Namespace, paths: Paths) -> int:

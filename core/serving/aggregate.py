@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from core import __version__
-from core.base.errors import CallError, RpcError
+from core.base.errors import CallError, RpcError, shown
 from core.base.snapshot import Event, EventKind, ProfileSnapshot
 from core.base.states import ServerState
 from core.protocol.eras import (
@@ -134,7 +134,7 @@ class Aggregate:
         endpoint = self._endpoints.get(profile)
         if endpoint is None and find_profile(self.supervisor.config.profiles, profile) is None:
             known = ", ".join([ALL_PROFILE, *sorted(self.supervisor.config.profiles)])
-            message = f"no profile named {profile!r} (configured: {known})"
+            message = f"no profile named {shown(profile)} (configured: {known})"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
@@ -349,7 +349,7 @@ class Aggregate:
             if method == "server/discover":
                 return await self.discover(parent.profile)
             if method in REMOVED_IN_MODERN:
-                raise RpcError(METHOD_NOT_FOUND, f"{method!r} is not part of MCP 2026-07-28")
+                raise RpcError(METHOD_NOT_FOUND, f"{shown(method)} is not part of MCP 2026-07-28")
         elif method == "ping":
             return {}
         view = self.view(parent.profile)
@@ -406,7 +406,7 @@ class Aggregate:
             return self._owner(view, ref.get("uri")), dict(params)
         raise RpcError(
             METHOD_NOT_FOUND,
-            f"{method!r} is not served by an aggregate endpoint; a server's own endpoint "
+            f"{shown(method)} is not served by an aggregate endpoint; a server's own endpoint "
             "(/mcp/SERVER) relays it",
         )
 
@@ -414,7 +414,7 @@ class Aggregate:
         owner = view.resource_owner(uri) if isinstance(uri, str) else None
         if owner is None:
             where = "no server" if view.name == ALL_PROFILE else f"no server of {view.name!r}"
-            raise RpcError(INVALID_PARAMS, f"{where} offers the resource {uri!r}")
+            raise RpcError(INVALID_PARAMS, f"{where} offers the resource {shown(uri)}")
         return owner
 
     def _refusal(self, view: ProfileView, kind: str, name: object) -> str:

@@ -19,9 +19,9 @@ able to drive mcp-tray through DNS rebinding).
 import functools
 import hmac
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
-from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,7 +39,13 @@ from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
 
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_LOOPBACK_HOST_RE: Final = re.compile(
+    "(?:" + "|".join(map(re.escape, sorted(LOOPBACK_HOSTS))) + ")(?::([0-9]{1,5}))?"
+)
+#: Headers a request may carry once: which of two counts is a guess (a proxy may take
+#: the first, the decoded dict keeps the last), so none does.
+SINGLE_HEADERS: Final = (b"host", b"authorization")
 #: A CLI call with no timeout of its own waits this long for the tool.
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 120.0
 #: The longest a call through the API may be told to wait (a day).
@@ -85,12 +91,12 @@ async def _json_body(request: Request) -> Any:
 
 
 def host_is_loopback(host_header: str) -> bool:
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        host = host.split("]", 1)[0] + "]"
-    elif ":" in host:
-        host = host.rsplit(":", 1)[0]
-    return host in LOOPBACK_HOSTS
+    """Whether a Host header is exactly a loopback name or address, with at most a port.
+
+    Parsed as host and port, never by prefix: ``[::1]x``, ``[::1].evil.com`` and
+    ``127.0.0.1:abc`` name no loopback address (RFC 9110 7.2: ``uri-host [ ":" port ]``)."""
+    found = _LOOPBACK_HOST_RE.fullmatch(host_header.strip(" \t").lower())
+    return found is not None and (found.group(1) is None or int(found.group(1)) <= 65535)
 
 
 def presents_token(authorization: bytes, token: str) -> bool:
@@ -105,14 +111,10 @@ def _bearer(token: str) -> bytes:
 
 
 def origin_is_loopback(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-    except ValueError:
-        return False
-    host = (parts.hostname or "").lower()
-    return parts.scheme in ("http", "https") and (
-        host in LOOPBACK_HOSTS or f"[{host}]" in LOOPBACK_HOSTS
-    )
+    """An Origin is ``scheme://host[:port]`` and nothing more (RFC 6454): its host and
+    port are judged as a Host header is."""
+    scheme, separator, authority = origin.strip(" \t").partition("://")
+    return bool(separator) and scheme.lower() in ("http", "https") and host_is_loopback(authority)
 
 
 class GuardMiddleware:
@@ -139,12 +141,16 @@ class GuardMiddleware:
         headers = scope_headers(scope)
         raw = scope["headers"]
         # Names repeat only where the decoded dict came out shorter (ASGI names are lower case).
-        if len(headers) < len(raw) and sum(1 for name, _ in raw if name.lower() == b"host") > 1:
-            # Which one counts is a guess (a proxy may take the first, we the last): none does.
-            await _refusal(
-                400, "bad request: more than one Host header (HTTP allows one)", "bad-request"
-            )(scope, receive, send)
-            return
+        if len(headers) < len(raw):
+            for single in SINGLE_HEADERS:
+                if sum(1 for name, _ in raw if name.lower() == single) > 1:
+                    title = single.decode().capitalize()
+                    await _refusal(
+                        400,
+                        f"bad request: more than one {title} header (HTTP allows one)",
+                        "bad-request",
+                    )(scope, receive, send)
+                    return
         if not host_is_loopback(headers.get("host", "")):
             await _refusal(
                 403, "forbidden: the Host header is not a loopback address", "forbidden"

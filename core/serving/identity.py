@@ -17,6 +17,13 @@ most specific first, by:
 - else the identity header or the ``clientInfo`` name: one session for that
   client, whatever process or connection.
 
+A worker header is no password: any local process with the token could send
+another's. So a bridge's session belongs to the process that opened it (its
+connection's peer, where the OS says which): the same header from another
+living process is refused (``BORROWED``), and the session it names is left
+as it was; once the first process is gone, a newcomer gets a session of its
+own under that header (a bridge that really replaces a dead one).
+
 A session whose client is gone is reaped within ``REAP_SECONDS`` of its
 process ending (the bridge's row in the worker registry; the client
 process), or after ``UNKNOWN_IDLE_SECONDS`` without a request where nothing
@@ -36,8 +43,10 @@ from typing import Any, Final, Protocol
 import psutil
 from starlette.types import Scope
 
+from core.base.errors import RpcError, shown
 from core.protocol.eras import Envelope
 from core.protocol.headers import CLIENT_HEADER, IDENTITY_HEADER, WORKER_HEADER
+from core.protocol.jsonrpc import INVALID_REQUEST
 from core.serving.fanout import Share
 from core.serving.sessions import ClientSession, SessionTable
 
@@ -56,6 +65,9 @@ PEER_SECONDS: Final = 60.0
 
 #: (pid, its start time) of a process.
 Process = tuple[int, float]
+
+#: The error data's ``reason`` when a worker header comes from another process.
+BORROWED: Final = "worker_of_another_process"
 
 
 class SessionHost(Protocol):
@@ -186,10 +198,16 @@ class StatelessClients:
     ) -> StatelessSession | None:
         """The session of a client already seen on this connection (no lookup, no wait)."""
         bridge = headers.get(WORKER_HEADER)
+        peer = scope.get("client")
         if bridge:
             identity = f"bridge {bridge}"
+            seated = self._sessions.get((name, identity))
+            # Only on a connection whose process is known to be the session's own.
+            if peer is None or seated is None or seated.process is None:
+                return None
+            if self._peers.get((peer[0], int(peer[1]))) != seated.process:
+                return None
         else:
-            peer = scope.get("client")
             if not peer:
                 return None
             found = self._known.get((peer[0], peer[1], _label(headers, envelope)))
@@ -210,6 +228,8 @@ class StatelessClients:
         process: Process | None = None
         if bridge:
             identity = f"bridge {bridge}"
+            process = await self._process(scope)
+            self._check_owner(name, identity, process, bridge)
         else:
             process = await self._process(scope)
             identity = _identity(process, headers, envelope)
@@ -234,6 +254,28 @@ class StatelessClients:
             self.pipeline.sessions.identify(session, headers.get(CLIENT_HEADER) or label)
         seated.last_seen = self._clock()
         return seated
+
+    def _check_owner(self, name: str, identity: str, process: Process | None, bridge: str) -> None:
+        """Refuse a worker header sent by a process other than its session's, while that
+        one lives (where the OS names both)."""
+        seated = self._sessions.get((name, identity))
+        if seated is None or seated.session.closed or process is None:
+            return
+        owner = seated.process
+        if owner is None or owner == process:
+            return
+        if self._alive(owner):
+            raise RpcError(
+                INVALID_REQUEST,
+                f"the {WORKER_HEADER} header {shown(bridge)} belongs to another process "
+                f"(pid {owner[0]}), whose session and per-session child it names; this request "
+                f"comes from pid {process[0]}. A bridge sends its own header: leave the header "
+                "out (a direct client is told apart by its process)",
+                {"reason": BORROWED},
+            )
+        # Its process is gone: this one gets a session of its own under that header.
+        del self._sessions[(name, identity)]
+        self.pipeline.close_session(seated.session)
 
     async def _process(self, scope: Scope) -> Process | None:
         peer = scope.get("client")

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from core import __version__
-from core.base.errors import CallError, RpcError, SessionTripped, UpstreamError
+from core.base.errors import (
+    CallError,
+    RpcError,
+    SessionTripped,
+    TooManyChildren,
+    UpstreamError,
+    shown,
+)
 from core.protocol.eras import (
     HEADER_MISMATCH,
     INPUT_REQUIRED,
@@ -141,6 +148,13 @@ async def guarded(
         raise RpcError(INTERNAL_ERROR, str(exc), {"kind": exc.kind}) from None
     sessions.succeeded(session)
     return result
+
+
+def _raising(error: CallError) -> Callable[[], Awaitable[dict[str, Any]]]:
+    async def send() -> dict[str, Any]:
+        raise error
+
+    return send
 
 
 async def _never() -> dict[str, Any]:
@@ -368,7 +382,7 @@ class Pipeline:
             if method == "server/discover":
                 return await self.discover(client.session.server)
             if method in REMOVED_IN_MODERN:
-                raise RpcError(METHOD_NOT_FOUND, f"{method!r} is not part of MCP 2026-07-28")
+                raise RpcError(METHOD_NOT_FOUND, f"{shown(method)} is not part of MCP 2026-07-28")
             request.params = self.roots_questions.take(request.params, client.session)
         elif method == "ping":
             return {}
@@ -387,6 +401,11 @@ class Pipeline:
         except _RootsNeeded:
             base = self.placement.base(client.session.server)
             return self.roots_questions.ask(client.session, base.catalog)
+        except TooManyChildren as refused:
+            # Said in the client's terms, like any refusal of the call path.
+            base = self.placement.base(client.session.server)
+            answer = await guarded(self.sessions, client.session, method, _raising(refused))
+            return encode(answer, method, client.modern, base.catalog)
         catalog = server.catalog
         if method in LIST_METHODS and not request.params.get("cursor") and catalog.known:
             client.session.requests += 1

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Final
 
+from core.base.errors import TooManyChildren
 from core.base.states import ServerState
 from core.settings.config import Sharing
 from core.supervision.routing import RootsSource
@@ -52,6 +53,9 @@ BASE: Final = ""
 #: A child made for an era outlives its last session this long (clients of that
 #: era come and go: each would otherwise pay for a cold start).
 ERA_CHILD_LINGER_SECONDS: Final = 60.0
+#: The keys of children made for a session or a workspace: ``max_children`` counts these
+#: (an era's child is one per entry).
+_CAPPED: Final = ("session:", "workspace:")
 
 
 async def first_start(server: ManagedServer) -> None:
@@ -176,6 +180,8 @@ class Placement:
             return found
         if found is not None:
             self.retire(found)  # its entry was edited since
+        if key.startswith(_CAPPED):
+            self._check_cap(base)
         config = replace(base.config, protocol=protocol or base.config.protocol, sharing=sharing)
         child = self.supervisor.add_private(config, suffix)
         if sharing == "shared":
@@ -192,6 +198,17 @@ class Placement:
             # Whether it speaks the era is known only once it answered.
             await started(child)
         return child
+
+    def _check_cap(self, base: ManagedServer) -> None:
+        """Refuse a child past the entry's ``max_children`` (each is a whole server)."""
+        limit = base.config.max_children
+        running = sum(
+            1 for entry, key in self._children if entry == base.name and key.startswith(_CAPPED)
+        )
+        if running >= limit:
+            raise TooManyChildren(
+                base.name, limit, base.sharing, str(self.supervisor.config.path)
+            )
 
     def made(self, server: ManagedServer) -> bool:
         """A child of this placement's (not an entry's own)."""

@@ -5,14 +5,21 @@ core.serving.aggregate serves a profile (or ``all``) as one MCP server. A
 (what each child last listed, kept while it respawns or is parked), and
 where each name and URI goes:
 
-- **Names.** Tools and prompts are ``SERVER__NAME``. One that would pass 64
-  characters (what Claude Code, and the Anthropic and OpenAI APIs, take as a
-  tool name) is shortened to its first 55 characters, ``_`` and 8 hex digits
-  of a SHA-256 of the server's and the tool's own names: the same at every
-  start and in every profile, so a client's permissions survive restarts,
-  and different for any two tools. Two tools whose prefixed names would be
-  equal (server ``a__b``'s ``c`` and server ``a``'s ``b__c``) keep the first
-  in the profile's order as it is and give the second the hashed form.
+- **Names.** Tools and prompts are ``SERVER__NAME``. The config refuses a
+  server name holding ``__`` or ending in ``_`` (core.settings.config_check),
+  so a name's server is what comes before its first ``__``: no member's tool
+  can take another member's name (a server ``fs`` listing ``remote__write``
+  is ``fs__remote__write``, which parses to ``fs``; no server can be named
+  ``fs__remote``). One that would pass 64 characters (what Claude Code, and
+  the Anthropic and OpenAI APIs, take as a tool name) is shortened to 55
+  characters, ``_`` and 8 hex digits of a SHA-256 of the server's and the
+  tool's own names: the same at every start and in every profile, so a
+  client's permissions survive restarts. A shortened name keeps
+  ``SERVER__`` whole, so it too parses to its own server; a server name too
+  long for that (over 53 characters) gives a shortened name with no ``__``
+  at all, which no full name equals. Two names can then meet only within
+  one server (its own long tool's shortened name equal to another of its
+  tools); the second in its listing takes more of the hash.
 - **Filters.** A tool is in when one of the profile's ``tools`` globs
   matches its prefixed name and none of its ``exclude`` globs does; a left
   out tool is remembered with why, for the refusal of a call to it.
@@ -38,6 +45,7 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from core.base.errors import shown
 from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS
 from core.settings.config import ServerConfig
 from core.settings.profiles import ALL_PROFILE, NAME_SEPARATOR, ProfileConfig
@@ -47,6 +55,8 @@ from core.supervision.catalog import Catalog
 MAX_NAME_CHARS: Final = 64
 #: Hex digits of the hash that ends a shortened name.
 HASH_CHARS: Final = 8
+#: The most a shortened name takes of its hash (128 bits: still room for a prefix).
+MAX_HASH_CHARS: Final = 32
 #: The token estimate: bytes of the tools/list JSON per token.
 BYTES_PER_TOKEN: Final = 4
 #: How the token figure is made, for whoever reads it.
@@ -102,10 +112,22 @@ def exposed_name(server: str, name: str, taken: Container[str] = ()) -> str:
     digest = hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()
     size = HASH_CHARS
     while True:
-        short = f"{full[: MAX_NAME_CHARS - size - 1]}_{digest[:size]}"
-        if short not in taken or size >= len(digest):
+        room = MAX_NAME_CHARS - size - 1
+        if len(server) + len(NAME_SEPARATOR) <= room:
+            head = full[:room]
+        else:
+            # No "__" in it (a server name holds none and does not end in "_"): no full
+            # name of any server can equal it.
+            head = server[:room].rstrip("_")
+        short = f"{head}_{digest[:size]}"
+        if short not in taken or size >= MAX_HASH_CHARS:
             return short
         size *= 2  # two tools sharing a prefix and 8 hex digits: take more of the hash
+
+
+def member_of(name: str) -> str:
+    """The server an exposed ``SERVER__NAME`` belongs to (what comes before its first ``__``)."""
+    return name.partition(NAME_SEPARATOR)[0]
 
 
 _EXPRESSION: Final = re.compile(r"\{([^}]*)\}")
@@ -201,10 +223,9 @@ class ProfileView:
     def pending_route(self, name: str) -> Route | None:
         """A name of a member that has not listed yet (still starting, or parked before it
         ever listed): it goes to that member, which answers with its own state and reason."""
-        for member in sorted(self.waiting, key=len, reverse=True):
-            prefix = member + NAME_SEPARATOR
-            if name.startswith(prefix) and len(name) > len(prefix) and self.includes(name):
-                return Route(member, name[len(prefix) :])
+        member, separator, own = name.partition(NAME_SEPARATOR)
+        if separator and own and member in self.waiting and self.includes(name):
+            return Route(member, own)
         return None
 
     def resource_owner(self, uri: str) -> str | None:
@@ -221,22 +242,22 @@ class ProfileView:
     def refusal(self, kind: str, name: str, everything: "ProfileView | None") -> str:
         """Why a tool or prompt name is not served here (the profile named)."""
         if name in self.left_out:
-            return f"{kind} {name!r} is not in profile {self.name!r}: {self.left_out[name]}"
+            return f"{kind} {shown(name)} is not in profile {self.name!r}: {self.left_out[name]}"
         routes: Mapping[str, Route] = {}
         if everything is not None:
             routes = everything.tool_routes if kind == "tool" else everything.prompt_routes
         server = routes[name].server if name in routes else None
         if server is None and everything is not None:
             # A server that has not listed yet (starting, parked) is still known by its prefix.
-            named = [m for m in everything.members if name.startswith(m + NAME_SEPARATOR)]
-            server = max(named, key=len) if named else None
+            member = member_of(name)
+            server = member if member in everything.members and member != name else None
         if server is not None and server not in self.members and self.name != ALL_PROFILE:
             return (
-                f"{kind} {name!r} is not in profile {self.name!r}: its server {server!r} is not "
+                f"{kind} {shown(name)} is not in profile {self.name!r}: its server {server!r} is not "
                 f"one of the profile's servers ({', '.join(self.members) or 'none'})"
             )
         where = "no server" if self.name == ALL_PROFILE else f"no server of profile {self.name!r}"
-        return f"{where} offers a {kind} named {name!r} ({kind}s are named SERVER__NAME)"
+        return f"{where} offers a {kind} named {shown(name)} ({kind}s are named SERVER__NAME)"
 
 
 def build_view(

@@ -14,8 +14,10 @@ module turns that into the client's, and the client's answers back:
 - **a 2026-07-28 client, a handshake-era child** (``Parking``): the child
   asks mid-call, and a stateless client cannot be asked back. The call is
   parked: the client gets an ``input_required`` result whose
-  ``requestState`` names the parked call; its retry, on any connection,
-  answers the child's pending request and the call goes on. A parked call
+  ``requestState`` names the parked call; its retry, on any connection of
+  the same client session (another process's retry is refused: the token
+  is no password between local processes), answers the child's pending
+  request and the call goes on. A parked call
   waits ``PARKED_TTL_SECONDS``; meanwhile it asks nothing, so it never counts
   as a call in flight for the router. A ``requestState`` mcp-tray no longer
   holds is answered with the spec's "invalid or expired" error.
@@ -52,6 +54,8 @@ STATE_ONLY_PAUSE_CAP_SECONDS: Final = 0.25
 PARKED_TTL_SECONDS: Final = 600.0
 #: The ``requestState`` of a call mcp-tray parked starts with this.
 STATE_PREFIX: Final = "mcp-tray."
+#: The error data's ``reason`` when a retry names another session's parked call.
+OTHER_SESSION: Final = "request_state_of_another_session"
 #: The members a retry adds to a request (they never reach a handshake-era child).
 RETRY_KEYS: Final = ("inputResponses", "requestState")
 
@@ -251,7 +255,7 @@ class Parking:
         name = params.get("uri") if method == "resources/read" else params.get("name")
         state = params.get("requestState")
         if isinstance(state, str) and state.startswith(STATE_PREFIX):
-            parked = self.claim(state, method, name)
+            parked = self.claim(state, method, name, session)
             parked.progress = progress
             responses = params.get("inputResponses")
             parked.answer(responses if isinstance(responses, dict) else {})
@@ -278,9 +282,20 @@ class Parking:
         self.parked[token] = parked
         return token
 
-    def claim(self, token: str, method: str, name: object) -> Parked:
-        """The parked call a retry names (its token is the secret; any connection will do)."""
+    def claim(self, token: str, method: str, name: object, session: str) -> Parked:
+        """The parked call a retry names: any connection will do, but only its own client
+        session (so its own process, where the OS tells: core.serving.identity) may claim it."""
         self.expire()
+        found = self.parked.get(token)
+        if found is not None and found.session != session:
+            # Left parked: its own client's retry still finds it.
+            raise RpcError(
+                INVALID_PARAMS,
+                "this requestState belongs to another client session (another process): "
+                "mcp-tray answers a parked request only for the client that sent it; send the "
+                "request again without requestState",
+                {"reason": OTHER_SESSION},
+            )
         parked = self.parked.pop(token, None)
         if parked is None or (parked.method, parked.name) != (method, name):
             if parked is not None:

@@ -22,13 +22,16 @@ from core.settings.config_model import (
     DEFAULT_GATEWAY_PORT,
     DEFAULT_KEEPALIVE_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CHILDREN,
     GATEWAY_KEYS,
     MAX_BODY_BYTES_CEILING,
     MAX_KEEPALIVE_SECONDS,
+    MAX_MAX_CHILDREN,
     MIN_KEEPALIVE_SECONDS,
     NAME_RE,
     PROTOCOL_MODES,
     RETRY_POLICIES,
+    SEPARATOR_CLASH_RE,
     SERVER_KEYS,
     SHARING_MODES,
     TOP_LEVEL_KEYS,
@@ -357,6 +360,14 @@ class _Checker:
                 "and starts with a letter or digit",
                 fix="rename the entry, e.g. " + json.dumps(suggestion or "server"),
             )
+        if SEPARATOR_CLASH_RE.search(name) is not None:
+            suggestion = re.sub(r"_{2,}", "_", name).rstrip("_")
+            raise self.error(
+                keys,
+                "a server name may not hold '__' nor end in '_': the aggregate endpoint names "
+                "each tool SERVER__TOOL, and such a name could stand for another server's tool",
+                fix="rename the entry, e.g. " + json.dumps(suggestion),
+            )
         if not isinstance(entry, dict):
             raise self.error(
                 keys,
@@ -477,6 +488,14 @@ class _Checker:
                 fix='"auto" asks the server which era it speaks; "handshake" pins initialize '
                 "(for servers whose tools send requests the old way)",
             )
+        max_children = entry.get("max_children", DEFAULT_MAX_CHILDREN)
+        if type(max_children) is not int or not 1 <= max_children <= MAX_MAX_CHILDREN:
+            raise self.error(
+                [*keys, "max_children"],
+                f"must be a whole number from 1 to {MAX_MAX_CHILDREN}, got {_describe(max_children)}",
+                fix=f"use {DEFAULT_MAX_CHILDREN} (the default) or remove it; it caps the children "
+                'made for sessions or workspaces ("sharing": "per-session" or "per-workspace")',
+            )
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -494,6 +513,7 @@ class _Checker:
             on_tool_change=check_on_tool_change(
                 entry.get("on_tool_change", "hold"), [*keys, "on_tool_change"], self
             ),
+            max_children=max_children,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

@@ -30,6 +30,12 @@ MIN_KEEPALIVE_SECONDS: Final = 5.0
 #: range a number no longer converts): a day is already past any use.
 MAX_KEEPALIVE_SECONDS: Final = 86400.0
 
+#: Children an entry may have made for sessions or workspaces at once: each is a
+#: whole server process (500 roots sets were 500 children, 5.5 GB, in issue 27).
+DEFAULT_MAX_CHILDREN: Final = 32
+#: The most ``max_children`` may say (each child holds pipes and a log file).
+MAX_MAX_CHILDREN: Final = 512
+
 SERVER_KEYS: Final = (
     "command",
     "args",
@@ -43,6 +49,7 @@ SERVER_KEYS: Final = (
     "protocol",
     "approve",
     "on_tool_change",
+    "max_children",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "approval_timeout_s", "$schema")
 #: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
@@ -72,6 +79,11 @@ DEFAULT_GATEWAY_PORT: Final = 28729
 #: Server names become URL paths (/mcp/<name>) and log file names. Always
 #: ``fullmatch``: ``$`` would also accept a name ending in a newline.
 NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: What a server name may not hold even when NAME_RE lets it: the aggregate
+#: names a member's tools ``SERVER__TOOL`` (core.settings.profiles), and that
+#: is injective only if the server part holds no ``__`` and does not end in
+#: ``_`` (``fs_`` + ``__`` + ``x`` would be ``fs`` + ``__`` + ``_x``).
+SEPARATOR_CLASH_RE: Final = re.compile(r"__|_$")
 KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
 
 
@@ -97,6 +109,8 @@ class ServerConfig:
     approve: tuple[str, ...] = ()
     #: A tool whose fingerprint changed: "hold" it for review, or "warn" and offer it.
     on_tool_change: ToolChangeMode = "hold"
+    #: Children made for sessions or workspaces (core.serving.placement) at once.
+    max_children: int = DEFAULT_MAX_CHILDREN
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
@@ -133,8 +147,9 @@ class TrayConfig:
 
 
 def valid_server_name(name: str) -> bool:
-    """Whether ``name`` can be a server's name (it becomes a URL path and a file name)."""
-    return NAME_RE.fullmatch(name) is not None
+    """Whether ``name`` can be a server's name (it becomes a URL path, a file name and
+    the prefix of its tools in the aggregate)."""
+    return NAME_RE.fullmatch(name) is not None and SEPARATOR_CLASH_RE.search(name) is None
 
 
 def empty_config(path: Path) -> TrayConfig:

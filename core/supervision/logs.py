@@ -26,6 +26,8 @@ LOG_BACKUPS: Final = 3
 WRITER_JOIN_SECONDS: Final = 5.0
 
 _STOP: Final = object()
+#: Queued after a server's last lines: its file is closed once they are written.
+_RELEASE: Final = "\0release"
 
 
 class LogSink:
@@ -55,6 +57,17 @@ class LogSink:
                     )
                     self._thread.start()
 
+    def release(self, server: str) -> None:
+        """``server`` is gone (a child made for a session or workspace): its file is
+        closed once the lines queued before this are written. A line that comes later
+        (its last words, or a new child of that name) opens it again."""
+        if not self._closed:
+            self._queue.put((server, _RELEASE))
+
+    def open_files(self) -> int:
+        """How many servers' files are open now (what ``release`` gives back)."""
+        return len(self._handlers)
+
     def close(self) -> None:
         """Flush everything queued, then close the files."""
         if self._closed:
@@ -75,6 +88,11 @@ class LogSink:
                 return
             assert isinstance(item, tuple)
             server, line = item
+            if line is _RELEASE:
+                handler = self._handlers.pop(server, None)
+                if handler is not None:
+                    handler.close()
+                continue
             # A full or read-only disk loses log lines, never the server.
             with contextlib.suppress(OSError):
                 self._handler(server).emit(logging.makeLogRecord({"msg": line}))

@@ -164,6 +164,9 @@ class Supervisor:
         await server.stop()
         if self.private.get(server.name) is server:  # a newer child may have its name by now
             del self.private[server.name]
+            # Its log file stays open only while it is running: children come and go by
+            # the hundred (issue 27 counted one fd each, never given back).
+            self.logs.release(server.name)
         self.publish(Event(EventKind.STATE, server.name, server.snapshot()))
 
     # ------------------------------------------------------------ publishing
