@@ -636,3 +636,14 @@ def test_client_config_profile_installs_one_entry_for_the_profile(tmp_path: Path
     assert unknown.returncode == 2 and "there is no profile 'chat'" in unknown.stderr
     assert "profiles: all, coding" in unknown.stderr
     assert again.returncode == 0 and again.stdout.startswith("nothing to change:")
+
+
+def test_an_http_entry_of_ours_is_recognised_on_every_loopback_name_the_guard_accepts() -> None:
+    """One loopback list (core.base.loopback) for the guard and the installer: an entry
+    the gateway would serve is mcp-tray's own, whichever loopback name it uses."""
+    from core.base.loopback import LOOPBACK_HOSTS
+
+    for host in sorted(LOOPBACK_HOSTS):
+        assert is_mcp_tray_entry("echo", {"type": "http", "url": f"http://{host}:28729/mcp/echo"})
+    for host in ("127.0.0.2", "example.com", "[::2]", "localhost.evil"):
+        assert not is_mcp_tray_entry("echo", {"url": f"http://{host}:28729/mcp/echo"}), host

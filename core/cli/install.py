@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 from core.base.envvars import CLIENT_NAME_ENV
 from core.base.errors import CommandError, ConfigError, SnippetError
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
+from core.base.loopback import is_loopback_hostname
 from core.cli.client_files import file_of, read
 from core.cli.clients import client_snippet
 from core.cli.integrations import (
@@ -69,7 +70,6 @@ from core.settings.profiles import client_entry_name, path_target
 #: and the client reads the file as this same user.
 NEW_FILE_MODE: Final = 0o600
 BACKUP_INFIX: Final = ".bak-mcp-tray-"
-_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
 Entries = Mapping[str, Mapping[str, Any]]
 
@@ -141,7 +141,7 @@ def is_mcp_tray_entry(name: str, entry: object) -> bool:
         ours = parts.path in (f"/mcp/{name}", f"/{name}/mcp") or (
             profile is not None and client_entry_name(profile) == name
         )
-        return parts.hostname in _LOOPBACK and ours
+        return is_loopback_hostname(parts.hostname) and ours
     return False
 
 

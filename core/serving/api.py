@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.base.loopback import LOOPBACK_HOSTS
 from core.base.verdict import SCOPES
 from core.protocol.headers import scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
@@ -39,7 +40,6 @@ from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
 
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _LOOPBACK_HOST_RE: Final = re.compile(
     "(?:" + "|".join(map(re.escape, sorted(LOOPBACK_HOSTS))) + ")(?::([0-9]{1,5}))?"
 )

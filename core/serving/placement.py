@@ -206,9 +206,7 @@ class Placement:
             1 for entry, key in self._children if entry == base.name and key.startswith(_CAPPED)
         )
         if running >= limit:
-            raise TooManyChildren(
-                base.name, limit, base.sharing, str(self.supervisor.config.path)
-            )
+            raise TooManyChildren(base.name, limit, base.sharing, str(self.supervisor.config.path))
 
     def made(self, server: ManagedServer) -> bool:
         """A child of this placement's (not an entry's own)."""
