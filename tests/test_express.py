@@ -22,8 +22,7 @@ from core.serving.express import EXPRESS_MAX_BODY_BYTES
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, python_server, wait_ready
-from tests.gateway_support import Services
-from tests.test_gateway_http import Raw, call, events, initialize
+from tests.gateway_support import Raw, Services, call, events, initialize
 
 
 @pytest.fixture

@@ -18,73 +18,13 @@ import httpx
 import pytest
 from starlette.routing import Match, Route
 
-from core.protocol.headers import PROTOCOL_HEADER, SESSION_HEADER
+from core.protocol.headers import PROTOCOL_HEADER
 from core.serving.api import gateway_server
 from core.serving.http_guard import HeadWithBody
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_until
-from tests.gateway_support import REPO, Services, bridge_env
-
-BOTH = "application/json, text/event-stream"
-
-
-def initialize(version: str = "2025-06-18", request_id: int = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    }
-
-
-def call(request_id: int, tool: str, arguments: dict[str, Any], **meta: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": tool, "arguments": arguments}
-    if meta:
-        params["_meta"] = meta
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
-class Raw:
-    """A hand-held HTTP client for one gateway endpoint."""
-
-    def __init__(self, http: httpx.AsyncClient, service: TrayService, path: str) -> None:
-        self.http = http
-        self.url = f"{service.url}{path}"
-        self.token = service.token
-        self.session: str | None = None
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        headers = {
-            "authorization": f"Bearer {self.token}",
-            "content-type": "application/json",
-            "accept": BOTH,
-        }
-        if self.session:
-            headers[SESSION_HEADER] = self.session
-        headers.update(extra)
-        return headers
-
-    async def post(self, body: Any, **headers: str) -> httpx.Response:
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await self.http.post(self.url, content=content, headers=self.headers(**headers))
-
-    async def open(self, version: str = "2025-06-18") -> None:
-        reply = await self.post(initialize(version))
-        assert reply.status_code == 200, reply.text
-        self.session = reply.headers[SESSION_HEADER]
-        await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
-def events(body: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body, in order."""
-    return [
-        json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")
-    ]
+from tests.gateway_support import BOTH, REPO, Raw, Services, bridge_env, call, events, initialize
 
 
 async def test_a_post_that_does_not_accept_both_json_and_sse_is_406(

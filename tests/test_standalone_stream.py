@@ -17,9 +17,8 @@ import httpx
 from core.protocol.headers import SESSION_HEADER
 from core.protocol.http_session import STREAM_BACKLOG, HttpSession
 from tests.conftest import wait_ready
-from tests.gateway_support import Services
+from tests.gateway_support import Raw, Services, call
 from tests.isolation_support import chatty
-from tests.test_gateway_http import Raw, call
 
 
 async def first_event(raw: Raw) -> dict[str, Any]:

@@ -20,8 +20,7 @@ from mcp.shared.exceptions import MCPError
 from core.base.errors import SHOWN_CHARS
 from core.serving.api import host_is_loopback, origin_is_loopback
 from core.serving.service import TrayService
-from tests.gateway_support import sdk_client
-from tests.test_gateway_http import Raw, call
+from tests.gateway_support import Raw, call, sdk_client
 
 #: Both ways in: the lane's candidate and a target only the full path takes.
 TARGETS = ("/mcp/echo", "/mcp/echo?full")
