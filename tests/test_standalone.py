@@ -148,3 +148,15 @@ def circles(edges: dict[str, set[str]]) -> list[set[str]]:
 def test_the_circle_finder_finds_a_circle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(edges) == [{"a", "b", "c"}]
+
+
+def test_no_test_module_imports_another() -> None:
+    """Helpers shared by tests live in support modules (tests/*_support.py, conftest),
+    so a test file can move or go without breaking another."""
+    importing = re.compile(r"^\s*(?:from|import)\s+tests(?:\.\w+)*\.test_\w+", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "tests").rglob("*.py")
+        if importing.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
