@@ -244,8 +244,7 @@ def test_the_tray_menu_has_connect_a_client_before_open_window(qtbot: QtBot) -> 
     from PySide6.QtWidgets import QMenu
 
     from app.tray import build_menu
-    from tests.app.test_status import snapshot
-    from tests.app.test_tray import Recording, titles
+    from tests.app.scenes import Recording, snapshot, titles
 
     menu = QMenu()
     actions = Recording()

@@ -5,8 +5,6 @@ worst state wins, with a tooltip that names the most severe cause in words
 (not "1 warning") and what to do, in one line.
 """
 
-from typing import Any
-
 import pytest
 
 from app.status import (
@@ -20,16 +18,11 @@ from app.status import (
     tray_status,
 )
 from core.base.snapshot import (
-    ServerSnapshot,
-    SessionSnapshot,
     TraySnapshot,
     WarningSnapshot,
-    WorkerSnapshot,
 )
 from core.base.states import ServerState
-from tests.app import builders
-
-CONFIG = "/home/u/.config/mcp-tray/config.json"
+from tests.app.scenes import CONFIG, server, snapshot
 
 PARK_REASON = (
     "it exited 6 times in a row before it was up 30 s or served a call (last: exit code 1)"
@@ -80,53 +73,6 @@ CONFIG_ERROR = (
     f"{CONFIG}:4: mcpServers.notes.retry: must be one of safe, always, never, got 'sometimes'. "
     "Fix: write one of safe, always, never"
 )
-
-
-def server(
-    name: str, state: ServerState, reason: str | None = None, error: str | None = None
-) -> ServerSnapshot:
-    running = state in (ServerState.READY, ServerState.DEGRADED, ServerState.STARTING)
-    return builders.server(
-        name, state, pid=100 if running else None, parked_reason=reason, last_error=error
-    )
-
-
-def session(tripped: bool, id: str = "s1") -> SessionSnapshot:
-    return builders.session(
-        id,
-        failures=3 if tripped else 0,
-        server="a",
-        client_name="claude-desktop",
-        client="Claude Desktop",
-        requests=3,
-    )
-
-
-def worker(status: str) -> WorkerSnapshot:
-    return WorkerSnapshot.from_row(
-        {"worker_identity": f"w-{status}", "status": status, "client_name": "cursor", "server": "a"}
-    )
-
-
-def snapshot(
-    *servers: ServerSnapshot,
-    config_error: str | None = None,
-    sessions: list[dict[str, Any]] = (),  # type: ignore[assignment]
-    workers: list[dict[str, Any]] = (),  # type: ignore[assignment]
-    warnings: tuple[WarningSnapshot, ...] = (),
-) -> TraySnapshot:
-    """Sessions and workers in shorthand: {"breaker": ...}, {"status": ...}."""
-    return TraySnapshot(
-        "0",
-        CONFIG,
-        tuple(servers),
-        config_error,
-        sessions=tuple(
-            session(s.get("breaker") == "tripped", f"s{i}") for i, s in enumerate(sessions)
-        ),
-        workers=tuple(worker(str(w.get("status"))) for w in workers),
-        warnings=warnings,
-    )
 
 
 READY = server("a", ServerState.READY)

@@ -4,33 +4,13 @@ Strategy: a real QMenu filled by build_menu from hand-made snapshots; its
 actions are triggered to check they reach the (recording) actions object.
 """
 
-from typing import Any
-
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
 from app.status import tray_status
 from app.tray import Notifier, build_menu
 from core.base.states import ServerState
-from tests.app.test_status import server, snapshot
-
-
-class Recording:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args: self.calls.append((name, args))
-
-
-def titles(menu: QMenu) -> list[str]:
-    return [action.text() for action in menu.actions() if not action.isSeparator()]
-
-
-def submenu(menu: QMenu, title: str) -> QMenu:
-    found = next(a.menu() for a in menu.actions() if a.text() == title)
-    assert isinstance(found, QMenu)
-    return found
+from tests.app.scenes import Recording, server, snapshot, submenu, titles
 
 
 def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot: QtBot) -> None:
