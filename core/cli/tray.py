@@ -90,11 +90,16 @@ def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
-    from core.bridge.main import run
+    from core.bridge.main import refuse, run
     from core.cli.desktop_entry import AUTOSTART_ARGS, launcher_argv
 
     # Before a worker row is registered under a name no server (or profile, @NAME) can have.
-    check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
+    try:
+        check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
+    except CommandError as exc:
+        # Its client waits for an answer to its initialize: it gets this one.
+        print(f"mcp-tray: {exc}", file=sys.stderr, flush=True)
+        return refuse(f"mcp-tray connect: {exc}", exc.code)
 
     # An absent tray is started as the login entry starts it (core.bridge.autostart).
     return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])

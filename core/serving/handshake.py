@@ -104,6 +104,7 @@ class HandshakeSession:
     ) -> "HandshakeSession":
         """A previous tray's session, going on where it was (core.serving.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
+        http.numbering_resumes = True
         session = ClientSession(
             id=saved.id,
             server=saved.server,
