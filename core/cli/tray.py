@@ -60,6 +60,7 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     from core.settings.config import empty_config, load_config
 
     path = _config_path(args, paths)
+    _say_if_empty(path)
     if not args.headless and not os.environ.get(HEADLESS_ENV):
         gui = _try_gui(args)
         if gui is not None:
@@ -73,6 +74,24 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     from core.cli.headless import run_headless
 
     return run_headless(load_config(path), paths)
+
+
+def _say_if_empty(path: Path) -> None:
+    """A tray on a config with no servers says so where its output goes (for a tray a
+    bridge started: logs/autostart.log); each client asking for a server hears it too."""
+    from core.settings.config import load_config
+
+    try:
+        empty = not load_config(path).servers
+    except ConfigError:
+        return  # said where the tray starts (a window, or the headless error)
+    if empty:
+        print(
+            f"mcp-tray: {path} configures no servers: clients asking for one are told so; "
+            "add servers there, or run mcp-tray on the config that has them (--config FILE)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _try_gui(args: argparse.Namespace) -> GuiLauncher | None:
@@ -101,8 +120,10 @@ def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
         print(f"mcp-tray: {exc}", file=sys.stderr, flush=True)
         return refuse(f"mcp-tray connect: {exc}", exc.code)
 
-    # An absent tray is started as the login entry starts it (core.bridge.autostart).
-    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])
+    # An absent tray is started as the login entry starts it (core.bridge.autostart),
+    # on the config the client's entry names (the one the tray ran on when it was written).
+    on = ["--config", str(Path(args.config).expanduser().resolve())] if args.config else []
+    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS, *on])
 
 
 def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:
