@@ -19,7 +19,9 @@ replaying the client's own ``initialize``, answers ``ping`` itself
 meanwhile, and then sends what waited. A request the tray took with it is
 answered honestly, or sent once more when it is safe to repeat. A request
 that finds no tray for ``wait_seconds`` is answered with an error naming
-mcp-tray; the relay stays, for the next one.
+mcp-tray; the relay stays, for the next one. Whenever the relay gives up on
+a request (or on each of a batch), and at its close, what is still waiting
+is answered with an error: no client waits out its own timeout.
 """
 
 import asyncio
