@@ -261,10 +261,16 @@ def for_service(service: Any, parent: QWidget | None = None) -> ConnectDialog:
     names = [server.name for server in config.enabled]
     profiles = list(config.profiles)
     tray_home = home_override()
+    # A tray on another file than the per-user config: its bridges start a tray on that file.
+    own = (
+        config.path.resolve()
+        if config.path.resolve() != service.paths.config_file.resolve()
+        else None
+    )
 
     def make_entries(client: str, chosen: Sequence[str], http: bool) -> Entries:
         if not http:
-            return snippet_entries(client, chosen, tray_home=tray_home)
+            return snippet_entries(client, chosen, tray_home=tray_home, config=own)
         # The configured port outlives restarts; with 0 there is only today's.
         port = config.gateway.port
         url = loopback_url(port) if port else service.url

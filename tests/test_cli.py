@@ -558,7 +558,8 @@ def test_the_cli_refuses_call_timeouts_the_api_would_refuse() -> None:
 def test_a_name_no_config_can_hold_is_refused_before_it_reaches_a_url_or_a_path(
     tmp_path: Path, args: list[str]
 ) -> None:
-    result = cli(tmp_path / "home", *args)
+    # Input that ends at once: a bridge answers what its client sends until then.
+    result = run_mcp_tray(home_env(tmp_path / "home"), *args, stdin="")
     assert result.returncode == 2
     assert "is not a server name" in one_line(result)
 

@@ -253,35 +253,6 @@ async def test_the_bridge_worker_row_lives_while_it_runs_and_goes_when_it_exits(
     assert await worker_row(service, "sess-1") == {}
 
 
-async def test_a_second_bridge_for_the_same_session_fences_the_first(
-    services: Services, tmp_path: Path
-) -> None:
-    service = await services.start({"echo": python_server(ECHO)})
-    await wait_ready(service.supervisor.server("echo"))
-    env = {
-        "MCP_TRAY_CLIENT": "cursor",
-        "MCP_TRAY_CLIENT_SESSION": "shared-sess",
-        "MCP_TRAY_HEARTBEAT_TTL": "3",
-        "MCP_TRAY_HEARTBEAT_INTERVAL": "0.2",
-    }
-    first_log = (tmp_path / "first.err").open("w+")
-
-    async with bridge_client(service.paths, "echo", errlog=first_log, env=env) as first:
-        await first.call_tool("echo", {"text": "one"})
-        async with bridge_client(service.paths, "echo", env=env) as second:
-            await second.call_tool("echo", {"text": "two"})
-            await wait_until(
-                lambda: "fenced" in (tmp_path / "first.err").read_text(),
-                timeout=10,
-                what="first fenced",
-            )
-            await service.workers.refresh()  # type: ignore[union-attr]
-            rows = [r for r in service.workers_json() if r["session_id"] == "shared-sess"]
-            assert len(rows) == 1 and rows[0]["fencing_epoch"] == 2 and rows[0]["live"]
-    first_log.close()
-    assert "a newer bridge took over this session" in (tmp_path / "first.err").read_text()
-
-
 async def test_requests_without_the_token_or_from_foreign_origins_are_refused(
     services: Services,
 ) -> None:

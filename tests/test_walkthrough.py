@@ -23,6 +23,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from core.base.resources import demo_config
 from core.settings.paths import default_paths
 from tests.cli_support import cli, home_env, run_mcp_tray
 from tests.conftest import wait_until_sync
@@ -160,5 +161,7 @@ async def test_step_5_writes_the_running_demos_servers_into_cursors_own_file(
     written = run_mcp_tray(env, "client-config", "cursor", "--install")
     assert written.returncode == 0, written.stderr
     entries = json.loads((env_home / ".cursor" / "mcp.json").read_text())["mcpServers"]
-    assert entries["demo-fragile"]["args"][-2:] == ["connect", "demo-fragile"]
+    # A tray this entry has to start runs on the demo config too, not the per-user one.
+    config = str(demo_config().resolve())
+    assert entries["demo-fragile"]["args"][-4:] == ["connect", "demo-fragile", "--config", config]
     assert os.environ.get("HOME") != str(env_home)  # the user's own file was never touched

@@ -1,9 +1,14 @@
 """Who a bridge speaks for, and its row in the worker registry.
 
 The client's identity comes from ``MCP_TRAY_CLIENT``/``_INSTANCE``/``_SESSION``,
-else from the parent process (the client that launched the bridge). The row
-is registered, or claimed from an older bridge of the same client session
-(which is fenced from then on), and renewed from a daemon heartbeat thread.
+else from the parent process (the client that launched the bridge). Each
+bridge is a client session of its own, with a row of its own: a client
+process runs several bridges to one server at once (one per chat, per
+window), and none may knock another out. Only a bridge that replaces a dead
+one takes that one's row over (same client session and server, its process
+gone), so the session the tray kept for it goes on; a bridge that still runs
+is never fenced by a newer one. The row is renewed from a daemon heartbeat
+thread.
 """
 
 import contextlib
@@ -17,7 +22,13 @@ from core import __version__
 from core.base.envvars import CLIENT_INSTANCE_ENV, CLIENT_NAME_ENV, CLIENT_SESSION_ENV
 from core.registry.heartbeat import WorkerHeartbeatSupervisor, heartbeat_settings
 from core.registry.identity import normalize_client_name, worker_identity
-from core.registry.records import BLOCKER_FENCED, ROLE_BRIDGE, HeartbeatOutcome
+from core.registry.records import (
+    BLOCKER_FENCED,
+    ROLE_BRIDGE,
+    HeartbeatOutcome,
+    PidProbe,
+    WorkerRecord,
+)
 from core.registry.store import WorkerRegistry
 from core.settings.paths import Paths
 
@@ -48,7 +59,7 @@ def bridge_identity(environ: dict[str, str] | os._Environ[str], parent_pid: int)
 class Attachment:
     """This bridge's worker row and its heartbeat.
 
-    ``attach`` registers the row (or claims it from an older bridge of the same
+    ``attach`` registers the row (or takes it over from a dead bridge of the same
     client session); ``ensure`` registers it again, under the same identity,
     when it vanished (a deleted registry, a long sleep past its expiry), so a
     bridge that outlives such things keeps showing in the Workers tab.
@@ -71,7 +82,7 @@ class Attachment:
         self.settings = heartbeat_settings(os.environ)
         self.registry = WorkerRegistry(paths.registry_file)
         self.supervisor: WorkerHeartbeatSupervisor | None = None
-        #: A newer bridge of the same client session took the row over.
+        #: Another bridge took the row over (it found this one's process gone).
         self.fenced = False
 
     @classmethod
@@ -81,28 +92,27 @@ class Attachment:
         server: str,
         who: BridgeIdentity,
         on_refused: Callable[[HeartbeatOutcome], None],
+        pid_alive: PidProbe | None = None,
     ) -> "Attachment":
         registry = WorkerRegistry(paths.registry_file)
         try:
-            holder = next(
-                (
-                    row
-                    for row in registry.list_workers(session_id=who.session)
-                    if row.role == ROLE_BRIDGE
-                    and row.server == server
-                    and registry.is_live(row).live
-                ),
-                None,
-            )
-            if holder is not None:
-                # Same client session, newer bridge: take the row over; the old
-                # holder's next beat is refused as fenced.
-                claim = registry.claim_generation(holder.worker_identity, pid=os.getpid())
-                attachment = cls(paths, server, who, on_refused, holder.worker_identity)
-                attachment._beat(claim.fencing_epoch or holder.fencing_epoch + 1)
+            rows = registry.list_workers(session_id=who.session)
+            alive = pid_alive or running
+            predecessor = next((r for r in rows if _replaces(r, server, alive)), None)
+            if predecessor is not None:
+                # A bridge of this client session and server whose process is gone:
+                # this one replaces it, under its identity (a holder that somehow
+                # still beats is refused as fenced from now on).
+                claim = registry.claim_generation(predecessor.worker_identity, pid=os.getpid())
+                attachment = cls(paths, server, who, on_refused, predecessor.worker_identity)
+                attachment._beat(claim.fencing_epoch or predecessor.fencing_epoch + 1)
                 return attachment
+            # An identity of its own, even beside a live bridge of the same client
+            # session and server (the same start instant included: the pid tells them apart).
             identity = worker_identity(
-                normalize_client_name(who.client), who.session, registry.wall_clock()
+                normalize_client_name(who.client),
+                f"{who.session}\0{os.getpid()}",
+                registry.wall_clock(),
             )
         finally:
             registry.close()
@@ -162,6 +172,7 @@ class Attachment:
         self._on_refused(outcome)
 
     def detach(self) -> None:
+        """Stop beating; remove the row unless another bridge took it over."""
         fenced = self.fenced
         if self.supervisor is not None:
             self.supervisor.stop("bridge exiting")
@@ -169,3 +180,21 @@ class Attachment:
             # Still ours: remove it. A fenced row belongs to the newer bridge.
             self.registry.remove(self.identity)
         self.registry.close()
+
+
+def _replaces(row: WorkerRecord, server: str, pid_alive: PidProbe) -> bool:
+    """Whether a new bridge for ``server`` replaces ``row``'s: a bridge's row of the
+    same server whose process is gone (never one that still runs: that is another
+    client session of the same client, and stays)."""
+    if row.role != ROLE_BRIDGE or row.server != server or row.pid is None:
+        return False
+    return row.pid != os.getpid() and not pid_alive(row.pid)
+
+
+def running(pid: int) -> bool:
+    """A process runs with ``pid``: not gone, and not a zombie (dead, its exit not yet
+    collected: a SIGKILLed bridge whose client has not reaped it)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -10,9 +10,12 @@ re-modelled, so nothing the client or server says is lost in translation.
 
 The bridge registers itself as a worker (client identity from
 ``MCP_TRAY_CLIENT``/``_INSTANCE``/``_SESSION``, else its parent process) and
-heartbeats from a daemon thread. A second bridge for the same client session
-claims the row: this one is fenced, says so on stderr, and exits. On stdin
-EOF it deregisters and exits 0.
+heartbeats from a daemon thread. Each bridge is a client session of its
+own: only a bridge that replaces a dead one of the same client session (its
+process gone) takes that one's row over (core.bridge.attachment). On stdin
+EOF it deregisters and exits 0. Every way it gives up (no registry, its row
+taken over) still answers each request the client sent or sends
+(core.bridge.refusal).
 
 When no tray runs, the bridge starts one as the login autostart entry
 does, detached from the client's process tree, and exactly one for many
@@ -35,7 +38,8 @@ from core.base.envvars import AUTOSTART_ENV, RECONNECT_SECONDS_ENV
 from core.base.errors import InstanceError, NotRunning, RegistryFileError
 from core.base.exitcodes import EXIT_FAILED, EXIT_OK
 from core.bridge.attachment import Attachment, bridge_identity
-from core.bridge.autostart import autostart_enabled, ensure_tray
+from core.bridge.autostart import Started, autostart_enabled, ensure_tray
+from core.bridge.refusal import refuse_all
 from core.bridge.relay import RECONNECT_WAIT_SECONDS, Relay
 from core.platform.backends import backends
 from core.platform.pipes import pipes_for
@@ -50,6 +54,8 @@ from core.settings.secrets import read_token
 #: How long a request waits for a tray nobody is starting (autostart off, or the
 #: tray the bridge started died): short enough for any client's own timeout.
 ABSENT_WAIT_SECONDS: Final = 2.0
+#: Why a bridge whose row a newer bridge claimed stops.
+TAKEN_OVER: Final = "a newer bridge took over this client session"
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -70,6 +76,7 @@ async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) -> int:
     """Relay between the client's stdio and the tray; ``launcher`` starts an absent
     tray (``mcp-tray run --minimized``; None: never)."""
+    reader, writer = await _stdio()
     who = bridge_identity(os.environ, os.getppid())
     fenced = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -78,7 +85,7 @@ async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) 
     def on_refused(outcome: HeartbeatOutcome) -> None:
         if attachment is not None and attachment.fenced:
             print(
-                f"mcp-tray connect {name}: {outcome}; a newer bridge took over this session, exiting",
+                f"mcp-tray connect {name}: {outcome}; {TAKEN_OVER}, exiting",
                 file=sys.stderr,
             )
             loop.call_soon_threadsafe(fenced.set)
@@ -88,8 +95,10 @@ async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) 
 
     try:
         attachment = await asyncio.to_thread(Attachment.attach, paths, name, who, on_refused)
-    except RegistryFileError as exc:
-        print(f"mcp-tray connect {name}: {exc}", file=sys.stderr)
+    except (RegistryFileError, OSError) as exc:
+        why = f"mcp-tray connect {name}: {exc}"
+        print(why, file=sys.stderr, flush=True)
+        await refuse_all(reader, writer, why)
         return EXIT_FAILED
     headers = {
         CLIENT_HEADER: normalize_client_name(who.client),
@@ -112,7 +121,6 @@ async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) 
         relay.wait_seconds, relay.absent_why = wait, None
         await asyncio.to_thread(attachment.ensure)
 
-    reader, writer = await _stdio()
     relay = Relay(locate, headers, writer, wait_seconds=wait)
     relay.on_reconnected = reconnected
     try:
@@ -127,7 +135,7 @@ async def serve(name: str, paths: Paths, launcher: Sequence[str] | None = None) 
         stdin_done.cancel()
         fenced_wait.cancel()
     finally:
-        await relay.aclose()
+        await relay.aclose(TAKEN_OVER if fenced.is_set() else "its client closed its input")
         await asyncio.to_thread(attachment.detach)
     return EXIT_FAILED if fenced.is_set() else EXIT_OK
 
@@ -140,7 +148,10 @@ async def _tray_absent(relay: Relay, paths: Paths, launcher: Sequence[str] | Non
             why = "this bridge was given no way to start it"
         relay.wait_seconds, relay.absent_why = min(relay.wait_seconds, ABSENT_WAIT_SECONDS), why
         return f"Not starting it ({why}): requests are answered that it is not running."
-    started = await ensure_tray(paths, launcher, os.environ)
+    try:
+        started = await ensure_tray(paths, launcher, os.environ)
+    except OSError as exc:
+        started = Started(None, False, f"cannot start mcp-tray: {exc}")
     if not started.up:
         relay.wait_seconds = min(relay.wait_seconds, ABSENT_WAIT_SECONDS)
         relay.absent_why = started.text
@@ -177,3 +188,13 @@ async def _pump_stdin(reader: asyncio.StreamReader, relay: Relay) -> None:
 
 def run(name: str, paths: Paths, launcher: Sequence[str] | None = None) -> int:
     return asyncio.run(serve(name, paths, launcher))
+
+
+def refuse(why: str, code: int) -> int:
+    """A bridge that cannot relay at all: each request is answered ``why``; then ``code``."""
+
+    async def answer_all() -> int:
+        await refuse_all(*await _stdio(), why)
+        return code
+
+    return asyncio.run(answer_all())

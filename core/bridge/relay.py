@@ -19,7 +19,9 @@ replaying the client's own ``initialize``, answers ``ping`` itself
 meanwhile, and then sends what waited. A request the tray took with it is
 answered honestly, or sent once more when it is safe to repeat. A request
 that finds no tray for ``wait_seconds`` is answered with an error naming
-mcp-tray; the relay stays, for the next one.
+mcp-tray; the relay stays, for the next one. Whenever the relay gives up on
+a request (or on each of a batch), and at its close, what is still waiting
+is answered with an error: no client waits out its own timeout.
 """
 
 import asyncio
@@ -34,7 +36,8 @@ from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
 
 # The relay's own names for them, kept short: they are on most lines below.
-from core.bridge.replies import NOT_THERE
+from core.bridge.replies import NOT_THERE, answered_id, given_up
+from core.bridge.replies import Gone as _Gone
 from core.bridge.replies import answer_for as _answer_for
 from core.bridge.replies import error_reply as _error
 from core.bridge.replies import json_or_none as _json_or_none
@@ -107,6 +110,10 @@ class Relay:
         self.absent_why: str | None = None
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: The task relaying each request (or batch) not yet answered: the message,
+        #: and the ids of a batch answered so far. The bridge answers what is left
+        #: whenever it gives up (core.bridge.replies.given_up).
+        self._pending: dict[asyncio.Task[None], tuple[Any, set[object]]] = {}
         self._get_stream: asyncio.Task[None] | None = None
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -151,7 +158,7 @@ class Relay:
             self._pool = Pool(host, port)
         self.path = parts.path
 
-    async def aclose(self) -> None:
+    async def aclose(self, why: str = "its client closed its input") -> None:
         if self._reconnecting is not None:
             self._reconnecting.cancel()
         # Let answers already on their way reach the client, and the requests
@@ -160,6 +167,9 @@ class Relay:
         deadline = asyncio.get_running_loop().time() + DRAIN_SECONDS
         while self._tasks and (left := deadline - asyncio.get_running_loop().time()) > 0:
             await asyncio.wait(list(self._tasks), timeout=left)
+        # What is still unanswered is answered now: no client waits out its own timeout.
+        unanswered = [entry for task, entry in self._pending.items() if not task.done()]
+        unanswered += [(message, set()) for _, message, _ in self._backlog]
         for task in list(self._tasks):
             task.cancel()
         # Cancelled last: an initialize answered during the drain opened it.
@@ -167,6 +177,11 @@ class Relay:
         for task in others:
             task.cancel()
         await asyncio.gather(*self._tasks, *others, return_exceptions=True)
+        stopped = f"the bridge stopped before mcp-tray answered this request ({why})"
+        for message, answered in unanswered:
+            if (answer := given_up(message, stopped, answered)) is not None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    await self.emit(answer)
         if self.session_id is not None and self._pool is not None and self._reachable.is_set():
             with contextlib.suppress(HttpError, OSError, TimeoutError):
                 async with asyncio.timeout(DELETE_SECONDS):
@@ -190,11 +205,22 @@ class Relay:
             self._out.write(data.rstrip(b"\n") + b"\n")
             await self._out.drain()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
+    def _spawn(self, coro: Coroutine[Any, Any, None], message: Any = None) -> "asyncio.Task[None]":
+        """A task of the relay; with the ``message`` it relays, when that expects an answer."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if message is not None and answerable(message):
+            self._pending[task] = (message, set())
+            task.add_done_callback(lambda done: self._pending.pop(done, None))
         return task
+
+    async def _give_up(self, message: Any, why: str) -> None:
+        """Answer every request ``message`` holds (a batch's not yet answered) with ``why``."""
+        task = asyncio.current_task()
+        entry = self._pending.get(task) if task is not None else None
+        if (reply := given_up(message, why, entry[1] if entry else ())) is not None:
+            await self.emit(reply)
 
     # ------------------------------------------------------------- stdin
 
@@ -215,14 +241,15 @@ class Relay:
         if method == "initialize" and "id" in message:
             self._hello = line
             self._state = "opening"
-            self._spawn(self._open_session(line, message["id"]))
+            self._spawn(self._open_session(line, message["id"]), message)
             return
         if method == "notifications/initialized":
             self._hello_done = line
         if method == "tools/list" and "id" in message:
             self._listings.add(_key(message["id"]))
-        if method == "ping" and valid_id(message.get("id")) and self._away:
-            # The tray is away; the bridge is alive, and says so itself.
+        if method == "ping" and valid_id(message.get("id")) and (self._away or not self.session_id):
+            # The tray is away, or there is no session to ask it in yet (a ping may
+            # come before initialize): the bridge is alive, and says so itself.
             self._spawn(self.emit(_result(message["id"], {})))
             return
         if self._state == "opening" or self._away:
@@ -239,7 +266,7 @@ class Relay:
         if self._state == "open":
             self._seq += 1
             seq = self._seq
-        self._spawn(self._forward(line, message, seq))
+        self._spawn(self._forward(line, message, seq), message)
 
     def _flush(self) -> None:
         backlog, self._backlog = self._backlog, []
@@ -252,7 +279,7 @@ class Relay:
         """The client's initialize: its answer opens the gateway session."""
         try:
             await self._reachable_within()
-            reply_body = await self._handshake(line)
+            status, reply_body = await self._handshake(line)
         except _Gone as gone:
             await self.emit(_error(request_id, NOT_THERE, str(gone)))
             self._state = "fresh"
@@ -264,16 +291,25 @@ class Relay:
             self._fail_backlog(_lost(exc))
             self._lost_tray()
             return
+        if self._state != "open":
+            # Refused (a name not configured): its answer under its own id, whatever
+            # id the gateway could give (none, for a request it never parsed).
+            parsed = _json_or_none(reply_body)
+            if not (isinstance(parsed, dict) and parsed.get("id") == request_id):
+                reply_body = _answer_for(request_id, status, reply_body)
+            await self.emit(reply_body)
+            self._fail_backlog("no session: mcp-tray refused this client's initialize")
+            return
         await self.emit(reply_body)
         self._flush()
 
-    async def _handshake(self, line: bytes) -> bytes:
-        """POST an initialize; on success the session is open. Returns the reply body."""
+    async def _handshake(self, line: bytes) -> tuple[int, bytes]:
+        """POST an initialize; on success the session is open. Returns the reply."""
         assert self._pool is not None
         headers = {**self._headers, "accept": ACCEPT, "content-type": JSON_TYPE}
         async with self._pool.request("POST", self.path, headers, line) as reply:
             body = await reply.read()
-            session = reply.headers.get(SESSION_HEADER)
+            status, session = reply.status, reply.headers.get(SESSION_HEADER)
         if session:
             self.session_id = session
             self._seq = 0
@@ -284,7 +320,7 @@ class Relay:
                 self._get_stream = asyncio.get_running_loop().create_task(self._listen())
         else:
             self._state = "fresh"
-        return body
+        return status, body
 
     async def _reachable_within(self) -> None:
         """Wait (bounded) for the tray to be reachable; ``_Gone`` when it stays away."""
@@ -342,16 +378,15 @@ class Relay:
             _, message, since = entry
             if now - since < self.wait_seconds:
                 kept.append(entry)
-            elif answerable(message):
-                gone = str(_Gone(self.wait_seconds, self.absent_why))
-                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, gone)))
+            elif reply := given_up(message, str(_Gone(self.wait_seconds, self.absent_why))):
+                self._spawn(self.emit(reply))
         self._backlog = kept
 
     def _fail_backlog(self, why: str) -> None:
         backlog, self._backlog = self._backlog, []
         for _, message, _ in backlog:
-            if answerable(message):
-                self._spawn(self.emit(_error(reply_id(message), NOT_THERE, why)))
+            if (reply := given_up(message, why)) is not None:
+                self._spawn(self.emit(reply))
 
     # ------------------------------------------------------------ requests
 
@@ -397,7 +432,7 @@ class Relay:
         self._lost_tray()
         if self._send_again(exc, message, request_id, retried):
             # Not taken, or safe to take twice: once more when the tray is back.
-            if not await self._tray_back(request_id):
+            if not await self._tray_back(message):
                 return
             seq = None
             if self._state == "open":
@@ -405,8 +440,7 @@ class Relay:
                 seq = self._seq
             await self._forward(line, message, seq, retried=not _never_sent(exc))
             return
-        if request_id is not None:
-            await self.emit(_error(request_id, NOT_THERE, _lost(exc, taken=True)))
+        await self._give_up(message, _lost(exc, taken=True))
 
     def _send_again(self, exc: Exception, message: Any, request_id: Any, retried: bool) -> bool:
         """A request cut by ``exc``: send it again once the tray is back? Yes when it
@@ -415,13 +449,12 @@ class Relay:
             return True
         return request_id is not None and not retried and self._repeatable(message)
 
-    async def _tray_back(self, request_id: Any) -> bool:
+    async def _tray_back(self, message: Any) -> bool:
         """Wait (bounded) for the tray; False once the request was answered that it is gone."""
         try:
             await self._reachable_within()
         except _Gone as gone:
-            if request_id is not None:
-                await self.emit(_error(request_id, NOT_THERE, str(gone)))
+            await self._give_up(message, str(gone))
             return False
         return True
 
@@ -475,7 +508,7 @@ class Relay:
         request_id = reply_id(message)
         if method == "tools/list" and request_id is not None:
             self._listings.add(_key(request_id))
-        task = self._spawn(self._post(line, message, headers, request_id))
+        task = self._spawn(self._post(line, message, headers, request_id), message)
         if request_id is not None:
             key = _key(request_id)
             self._stateless_calls[key] = task
@@ -489,7 +522,7 @@ class Relay:
         request_id: Any,
         retried: bool = False,
     ) -> None:
-        if not await self._tray_back(request_id):
+        if not await self._tray_back(message):
             return
         assert self._pool is not None
         try:
@@ -528,8 +561,14 @@ class Relay:
     # ------------------------------------------------------------ replies
 
     async def _relay_events(self, reply: Response) -> None:
+        task = asyncio.current_task()
+        entry = self._pending.get(task) if task is not None else None
+        # A batch's answers may come one by one: those already here are not given up.
+        answered = entry[1] if entry is not None and isinstance(entry[0], list) else None
         async for message in messages(reply.chunks()):
             await self.emit(_unless_stopping(message))
+            if answered is not None and (done := answered_id(message)) is not None:
+                answered.add(done)
 
     async def _listen(self) -> None:
         """The session's GET stream: notifications not tied to a request."""
@@ -546,16 +585,6 @@ class Relay:
             except (HttpError, OSError):
                 pass
             await asyncio.sleep(GET_STREAM_RETRY_SECONDS)
-
-
-class _Gone(Exception):
-    def __init__(self, waited: float, why: str | None = None) -> None:
-        because = f" ({why})" if why else ""
-        super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
-            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
-            "soon as it is up"
-        )
 
 
 def _fixed(url: str) -> Locate:

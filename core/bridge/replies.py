@@ -3,18 +3,33 @@
 The relay (core.bridge.relay) forwards the client's and the tray's messages
 as bytes; these are the few it makes up: an error the client can match to
 its request whatever the gateway sent, the answer for a tray that went away,
-and the test for the tray's "cut by shutdown" answer.
+the errors for every request a message holds when the bridge gives up on it
+(one, or each of a 2025-03-26 batch), and the test for the tray's "cut by
+shutdown" answer.
 """
 
 import json
+from collections.abc import Collection
 from typing import Any, Final
 
 from core.base.errors import HttpError, TrayStopping
 from core.protocol.headers import TRAY_STOPPING_REASON
-from core.protocol.jsonrpc import METHOD_NOT_FOUND
+from core.protocol.jsonrpc import METHOD_NOT_FOUND, answerable, reply_id, valid_id
 
 #: What a tray that is not there answers, in the client's terms.
 NOT_THERE: Final = -32603
+
+
+class Gone(Exception):
+    """No tray came within the wait: the text says so, and what the bridge does next."""
+
+    def __init__(self, waited: float, why: str | None = None) -> None:
+        because = f" ({why})" if why else ""
+        super().__init__(
+            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+            "soon as it is up"
+        )
 
 
 def unless_stopping(message: bytes) -> bytes:
@@ -82,3 +97,28 @@ def error_reply(request_id: Any, code: int, message: str, data: Any = None) -> b
     if data is not None:
         error["data"] = data
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def given_up(message: Any, why: str, answered: Collection[object] = ()) -> bytes | None:
+    """The errors that answer ``message`` when the bridge gives up on it: one for a
+    request, one per request of a batch (ids in ``answered`` already had theirs), an
+    array as JSON-RPC answers a batch; None when nothing in it expects an answer."""
+    if not isinstance(message, list):
+        return error_reply(reply_id(message), NOT_THERE, why) if answerable(message) else None
+    errors = [
+        {"jsonrpc": "2.0", "id": item["id"], "error": {"code": NOT_THERE, "message": why}}
+        for item in message
+        if isinstance(item, dict)
+        and isinstance(item.get("method"), str)
+        and valid_id(item.get("id"))
+        and key(item["id"]) not in answered
+    ]
+    return json.dumps(errors).encode() if errors else None
+
+
+def answered_id(line: bytes) -> object | None:
+    """The id (as ``key`` gives it) of the response ``line`` is, else None."""
+    parsed = json_or_none(line)
+    if isinstance(parsed, dict) and "method" not in parsed and valid_id(parsed.get("id")):
+        return key(parsed["id"])
+    return None

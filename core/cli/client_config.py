@@ -88,7 +88,12 @@ def cmd_client_config(args: argparse.Namespace, paths: Paths) -> int:
             f"the snippet sets {HOME_ENV}={home} (from this shell), so the bridge finds "
             "the tray of that folder"
         )
-    snippet = client_snippet(args.client, names, http_url=url, token=token, home=home)
+    # Bridges of a tray on another config than the per-user one start theirs on it.
+    resolved = config_path.expanduser().resolve()
+    own = resolved if resolved != paths.config_file.expanduser().resolve() else None
+    if own is not None and not args.http:
+        notes.append(f"the bridge entries start a tray on {own} when none runs (--config)")
+    snippet = client_snippet(args.client, names, http_url=url, token=token, home=home, config=own)
     code = EXIT_OK
     if args.install:
         from core.cli.install import entries_of, run_install

@@ -7,6 +7,7 @@ client's file format (JSON, or TOML for Codex). The opposite direction,
 a client's servers into mcp-tray's config, is core.cli.importer.
 """
 
+from pathlib import Path
 from typing import Any
 
 from core.base.envvars import CLIENT_NAME_ENV, HOME_ENV
@@ -24,6 +25,7 @@ def client_snippet(
     http_url: str | None = None,
     token: str | None = None,
     home: str | None = None,
+    config: Path | None = None,
 ) -> dict[str, Any]:
     """``client``'s config for ``names``: bridge entries, or HTTP ones at ``http_url``.
 
@@ -34,9 +36,14 @@ def client_snippet(
     env: the client launches the bridge without the environment this command
     ran in, and a bridge under another home finds no tray (or another one).
     An HTTP entry needs nothing of the kind: the URL names the tray.
+
+    ``config`` (a config file other than the per-user one, the one the tray
+    runs on) goes into each bridge entry's args (``--config FILE``): a tray
+    the bridge has to start runs on that file, not on the per-user config.
     """
     spec = integrations.client(client)
     entries: dict[str, Any] = {}
+    on = ["--config", str(config)] if config is not None else []
     for name in names:
         if http_url is None:
             launcher = launcher_argv()
@@ -45,7 +52,7 @@ def client_snippet(
                 env[HOME_ENV] = home
             entry: dict[str, Any] = {
                 "command": launcher[0],
-                "args": [*launcher[1:], "connect", name],
+                "args": [*launcher[1:], "connect", name, *on],
                 "env": env,
             }
             if spec.entry_types is not None:

@@ -102,11 +102,14 @@ def snippet_entries(
     http_url: str | None = None,
     token: str | None = None,
     tray_home: str | None = None,
+    config: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """``client``'s entries for ``names``, built by ``client_snippet`` (bridge, or HTTP at ``http_url``)."""
-    return entries_of(
-        client_snippet(client, list(names), http_url=http_url, token=token, home=tray_home)
+    """``client``'s entries for ``names``, built by ``client_snippet`` (bridge, or HTTP at
+    ``http_url``; a bridge's with ``--config`` for a tray on a file other than the per-user one)."""
+    snippet = client_snippet(
+        client, list(names), http_url=http_url, token=token, home=tray_home, config=config
     )
+    return entries_of(snippet)
 
 
 def is_mcp_tray_entry(name: str, entry: object) -> bool:
@@ -129,7 +132,8 @@ def is_mcp_tray_entry(name: str, entry: object) -> bool:
         isinstance(command, str)
         and isinstance(args, list)
         and len(args) >= 2
-        and args[-2] == "connect"
+        # `connect SERVER`, or `connect SERVER --config FILE`.
+        and "connect" in args[-4:-1]
         and (Path(command).name == APP_ID or "app.entry" in args)
     ):
         return True

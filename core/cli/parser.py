@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         "connect", help="stdio MCP server for a client: relays to the running tray"
     )
     connect.add_argument("name", help="a server name, @all (every server) or @PROFILE")
+    connect.add_argument(
+        "--config",
+        type=Path,
+        help="the config a tray this bridge starts runs on (default: the per-user config.json)",
+    )
 
     profiles = commands.add_parser(
         "profiles",

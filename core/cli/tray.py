@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     if origin.source != "inherited":
         print(f"mcp-tray: {origin}", file=sys.stderr)
     path = _config_path(args, paths)
+    _say_if_empty(path)
     if not args.headless and not os.environ.get(HEADLESS_ENV):
         gui = _try_gui(args)
         if gui is not None:
@@ -84,6 +85,24 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     from core.cli.headless import run_headless
 
     return run_headless(load_config(path), paths)
+
+
+def _say_if_empty(path: Path) -> None:
+    """A tray on a config with no servers says so where its output goes (for a tray a
+    bridge started: logs/autostart.log); each client asking for a server hears it too."""
+    from core.settings.config import load_config
+
+    try:
+        empty = not load_config(path).servers
+    except ConfigError:
+        return  # said where the tray starts (a window, or the headless error)
+    if empty:
+        print(
+            f"mcp-tray: {path} configures no servers: clients asking for one are told so; "
+            "add servers there, or run mcp-tray on the config that has them (--config FILE)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _try_gui(
@@ -118,14 +137,21 @@ def _stderr_to_log_without_console(paths: Paths) -> None:
 
 
 def cmd_connect(args: argparse.Namespace, paths: Paths) -> int:
-    from core.bridge.main import run
+    from core.bridge.main import refuse, run
     from core.cli.launcher import AUTOSTART_ARGS, launcher_argv
 
     # Before a worker row is registered under a name no server (or profile, @NAME) can have.
-    check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
+    try:
+        check_server_name(profile_name(args.name) if is_target(args.name) else args.name)
+    except CommandError as exc:
+        # Its client waits for an answer to its initialize: it gets this one.
+        print(f"mcp-tray: {exc}", file=sys.stderr, flush=True)
+        return refuse(f"mcp-tray connect: {exc}", exc.code)
 
-    # An absent tray is started as the login entry starts it (core.bridge.autostart).
-    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS])
+    # An absent tray is started as the login entry starts it (core.bridge.autostart),
+    # on the config the client's entry names (the one the tray ran on when it was written).
+    on = ["--config", str(Path(args.config).expanduser().resolve())] if args.config else []
+    return run(args.name, paths, [*launcher_argv(console=False), *AUTOSTART_ARGS, *on])
 
 
 def cmd_install_desktop(args: argparse.Namespace, paths: Paths) -> int:

@@ -98,6 +98,9 @@ class HttpSession:
         #: Notifications posted while no GET stream was open, for the next one.
         self._backlog: deque[dict[str, Any]] = deque(maxlen=STREAM_BACKLOG)
         self._next_seq = 1
+        #: Set for a session adopted from a previous tray: its client numbers its
+        #: messages on from where it was, so its first number starts the count.
+        self.numbering_resumes = False
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._streams = itertools.count(1)
         self.last_active = time.monotonic()
@@ -186,6 +189,11 @@ class HttpSession:
 
     async def wait_turn(self, seq: int | None) -> None:
         """Hold a numbered message until the ones numbered before it were dispatched."""
+        if seq is not None and self.numbering_resumes:
+            # Not a gap: the numbers before it went to the previous tray (a bridge
+            # idle across a restart waited 10 s here for them).
+            self.numbering_resumes = False
+            self._next_seq = seq
         if seq is None or seq <= self._next_seq:
             return  # its turn (the common case: no lock, no task switch)
         waiter = self._waiters.setdefault(seq, asyncio.get_running_loop().create_future())

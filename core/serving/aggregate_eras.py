@@ -98,6 +98,8 @@ class AggregateHandshake:
     def adopt(cls, aggregate: Aggregate, saved: SavedSession) -> "AggregateHandshake":
         """A previous tray's session, going on where it was (core.serving.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
+        # Its bridge numbers on from where the last tray saw it (core.protocol.http_session).
+        http.numbering_resumes = True
         client = restored_client(saved)
         parent = Parent(
             client.session, profile_name(saved.server), modern=False, on_lists=aggregate.told

@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from core.base.errors import UnknownServer
+from core.base.errors import UnknownServer, shown
 from core.protocol.headers import scope_headers
 from core.protocol.http_session import HttpSession
 from core.protocol.streamable import StreamableHttp
@@ -32,7 +32,8 @@ from core.serving.pipeline import Hooks, Pipeline
 from core.serving.session_store import SessionStore
 from core.serving.sessions import SessionTable
 from core.serving.stateless import StatelessEndpoint
-from core.settings.profiles import is_target
+from core.settings.config import TrayConfig
+from core.settings.profiles import ALL_PROFILE, PROFILE_MARK, is_target
 from core.supervision.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -110,8 +111,9 @@ class Gateway:
             return
         try:
             self.supervisor.server(name)
-        except UnknownServer as exc:
-            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": str(exc)}}
+        except UnknownServer:
+            message = unknown_name(name, self.supervisor.config)
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
         endpoint = self._endpoints.get(name)
@@ -172,3 +174,19 @@ class Gateway:
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Clean-up that failed is logged, never left as an unretrieved exception.
             logger.warning("gateway clean-up failed: %s", exc, exc_info=exc)
+
+
+def unknown_name(name: str, config: TrayConfig) -> str:
+    """What a client asking for a server that is not configured is told: what is, and
+    in which file (a tray started on the wrong config, or an empty one, says so)."""
+    profiles = ", ".join(PROFILE_MARK + p for p in [ALL_PROFILE, *sorted(config.profiles)])
+    if not config.servers:
+        return (
+            f"no server named {shown(name)}: {config.path} configures no servers (profiles: "
+            f"{profiles}). Add it there, or run mcp-tray on the config that has it "
+            "(mcp-tray run --config FILE)"
+        )
+    servers = ", ".join(sorted(config.servers))
+    return (
+        f"no server named {shown(name)} in {config.path} (servers: {servers}; profiles: {profiles})"
+    )

@@ -141,6 +141,7 @@ class HandshakeSession:
     ) -> "HandshakeSession":
         """A previous tray's session, going on where it was (core.serving.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
+        http.numbering_resumes = True
         client = restored_client(saved)
         adopted = cls(pipeline, http, client, registry, store)
         http.handler = adopted

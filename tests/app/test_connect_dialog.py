@@ -197,7 +197,7 @@ def test_without_servers_the_dialog_says_to_configure_some(qtbot: QtBot, tmp_pat
 
 
 class FakeService:
-    """What for_service reads of a TrayService: its live config, URL and token."""
+    """What for_service reads of a TrayService: its live config, paths, URL and token."""
 
     def __init__(self, port: int) -> None:
         from core.settings.config import parse_config
@@ -215,6 +215,8 @@ class FakeService:
             Path("config.json"),
         )
         self.supervisor = type("Supervisor", (), {"config": config})()
+        # The per-user config is the one it runs on: its entries carry no --config.
+        self.paths = type("Paths", (), {"config_file": Path("config.json")})()
         self.url = "http://127.0.0.1:41234"
         self.token = "t0k"
 
