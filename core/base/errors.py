@@ -16,6 +16,9 @@ layer that raises it (httpx keeps its tree in one module the same way).
     │   ├── AlreadyRunning          another mcp-tray holds the lock
     │   └── NotRunning              no mcp-tray to talk to
     ├── NotFinite                   NaN or ±Infinity in a JSON text (a ValueError too)
+    ├── BadRow                      a saved session row the gateway never writes (a ValueError too)
+    ├── ApprovalError               an approval answer that cannot be given
+    ├── Gone                        the bridge waited for a tray that did not come
     ├── CommandError                a CLI command failed (carries its exit code)
     │   ├── SnippetError            a client snippet cannot be made
     │   ├── DesktopEntryError       the desktop entry cannot be written
@@ -69,6 +72,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AlreadyRunning",
+    "ApprovalError",
+    "BadRow",
     "BreakerOpen",
     "CallError",
     "CallTimedOut",
@@ -78,6 +83,7 @@ __all__ = [
     "DesktopEntryError",
     "ExitedAgain",
     "ExitedMidCall",
+    "Gone",
     "HttpError",
     "InstanceError",
     "InvalidTransition",
@@ -207,6 +213,26 @@ class NotRunning(InstanceError):
 class NotFinite(McpTrayError, ValueError):
     """``NaN`` or ``±Infinity`` in a JSON text: Python's parser accepts them, no JSON peer
     does. A ValueError too, as anything else ``json.loads`` refuses."""
+
+
+class BadRow(McpTrayError, ValueError):
+    """A saved row that is not one the gateway writes: why, naming the field."""
+
+
+class ApprovalError(McpTrayError):
+    """An answer that cannot be given: no such approval, or not that kind of answer."""
+
+
+class Gone(McpTrayError):
+    """No tray came within the wait: the text says so, and what the bridge does next."""
+
+    def __init__(self, waited: float, why: str | None = None) -> None:
+        because = f" ({why})" if why else ""
+        super().__init__(
+            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
+            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
+            "soon as it is up"
+        )
 
 
 class CommandError(McpTrayError):

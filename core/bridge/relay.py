@@ -32,12 +32,12 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from core.base.errors import Gone as _Gone
 from core.base.errors import HttpError, InstanceError
 from core.bridge.http1 import Connection, Pool, Response
 
 # The relay's own names for them, kept short: they are on most lines below.
 from core.bridge.replies import NOT_THERE, answered_id, given_up
-from core.bridge.replies import Gone as _Gone
 from core.bridge.replies import answer_for as _answer_for
 from core.bridge.replies import error_reply as _error
 from core.bridge.replies import json_or_none as _json_or_none

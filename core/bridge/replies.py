@@ -20,18 +20,6 @@ from core.protocol.jsonrpc import METHOD_NOT_FOUND, answerable, reply_id, valid_
 NOT_THERE: Final = -32603
 
 
-class Gone(Exception):
-    """No tray came within the wait: the text says so, and what the bridge does next."""
-
-    def __init__(self, waited: float, why: str | None = None) -> None:
-        because = f" ({why})" if why else ""
-        super().__init__(
-            f"mcp-tray is not running (waited {waited:g} s for it){because}. Start it "
-            "(mcp-tray, or mcp-tray run --headless); this bridge stays and reconnects as "
-            "soon as it is up"
-        )
-
-
 def unless_stopping(message: bytes) -> bytes:
     """``message``, unless it is the tray's "cut by shutdown" answer (then ``TrayStopping``)."""
     if TRAY_STOPPING_REASON.encode() in message:

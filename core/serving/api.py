@@ -29,12 +29,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
+from core.base.errors import ApprovalError, CallError, McpTrayError, UnknownServer, UnknownSession
 from core.base.loopback import LOOPBACK_HOSTS
 from core.base.verdict import SCOPES
 from core.protocol.headers import scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
-from core.serving.approvals import ApprovalError, Approvals
+from core.serving.approvals import Approvals
 from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of

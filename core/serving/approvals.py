@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.base.clock import Clock, WallClock, utc_now, wait_within
+from core.base.errors import ApprovalError
 from core.base.snapshot import AlertKind, ApprovalSnapshot, Event, EventKind, GrantSnapshot
 from core.base.verdict import Scope, Verdict
 from core.platform.files import write_private
@@ -44,10 +45,6 @@ logger = logging.getLogger(__name__)
 
 #: In the state folder: the "Always allow" answers.
 GRANTS_FILE: Final = "approvals.json"
-
-
-class ApprovalError(Exception):
-    """An answer that cannot be given: no such approval, or not that kind of answer."""
 
 
 def is_destructive(annotations: Mapping[str, Any]) -> bool:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from core.base.errors import BadRow
 from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, MAX_NESTING
 from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
 from core.settings.filereader import nested_deeper
@@ -30,10 +31,6 @@ MAX_ROW_BYTES: Final = 16 * 1024
 FUTURE_SLACK_SECONDS: Final = SESSION_IDLE_TIMEOUT_SECONDS
 #: What a session's ``kind`` may be.
 KINDS: Final = ("http", "bridge")
-
-
-class BadRow(ValueError):
-    """A saved row that is not one the gateway writes: why, naming the field."""
 
 
 @dataclass

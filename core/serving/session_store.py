@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from core.base.errors import BadRow
 from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
 from core.serving.session_file import SESSIONS_FILE, SNAPSHOT_LIMIT, SessionFiles
-from core.serving.session_rows import MAX_ROW_BYTES, BadRow, SavedSession, parse_row
+from core.serving.session_rows import MAX_ROW_BYTES, SavedSession, parse_row
 
 logger = logging.getLogger(__name__)
 
