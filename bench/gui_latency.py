@@ -43,9 +43,10 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from harness import percentile, tray_env
-from results import Row, record
 
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import tray_env
 from core.settings.paths import default_paths
 
 ROOT: Final = Path(__file__).resolve().parents[1]

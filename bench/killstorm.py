@@ -64,25 +64,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
 import psutil
-from harness import (
-    KEYRING_BACKEND,
-    BenchAborted,
-    bridge_pids,
-    children_running,
-    percentile,
-    result_text,
-    server_entry,
-    shape,
-    spawn_tray,
-    tagged_by,
-    tray_env,
-    trouble_in_file,
-)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from results import Row, record
 
+from bench.harness.clients import result_text
+from bench.harness.errors import BenchAborted
+from bench.harness.logs import shape, trouble_in_file
+from bench.harness.processes import bridge_pids, children_running, tagged_by
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import KEYRING_BACKEND, server_entry, spawn_tray, tray_env
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance

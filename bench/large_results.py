@@ -54,12 +54,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+# Run as a script from a checkout: the checkout first on sys.path, for `bench` and `core`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import httpx
 import psutil
-from harness import ROOT, spawn_tray, tray_env
-from results import Row as TableRow
-from results import record
 
+from bench.harness.files import ROOT
+from bench.harness.records import Row as TableRow
+from bench.harness.records import record
+from bench.harness.tray import spawn_tray, tray_env
 from core.base.envvars import CLIENT_SESSION_ENV
 from core.protocol.eras import (
     CLIENT_CAPABILITIES_META_KEY,

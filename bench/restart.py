@@ -68,22 +68,17 @@ from typing import IO, Final, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from harness import (
-    BenchAborted,
-    bridge_pids,
-    percentile,
-    result_text,
-    shape,
-    spawn_tray,
-    tagged_by,
-    tray_env,
-    trouble_in_file,
-)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
-from results import Row, record
 
+from bench.harness.clients import result_text
+from bench.harness.errors import BenchAborted
+from bench.harness.logs import shape, trouble_in_file
+from bench.harness.processes import bridge_pids, tagged_by
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import spawn_tray, tray_env
 from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths

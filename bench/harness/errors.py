@@ -1,0 +1,9 @@
+"""TODO bench.harness.errors"""
+
+
+class BenchAborted(Exception):
+    pass
+
+
+class BenchError(Exception):
+    pass

@@ -1,0 +1,157 @@
+"""TODO bench.suites.gateway.measure"""
+
+import contextlib
+import sys
+
+import httpx2
+import psutil
+from mcp import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from bench.harness.files import ECHO_SCRIPT, ROOT
+from bench.harness.tray import AGGREGATE_TOOL, SERVER, Tray
+from bench.suites.gateway.clients import (
+    Client,
+    _check,
+    _cpu_seconds,
+    _floor_clients,
+    _modern_clients,
+    _peer_clients,
+    _roles,
+    _sdk_call,
+    _session,
+    _timed_block,
+    _tray_call_path,
+    _tray_upstream,
+    _warm,
+)
+from bench.suites.gateway.constants import AGGREGATE_PATHS
+from bench.suites.gateway.peers import PeerSpec
+
+
+async def measure(
+    tray: Tray,
+    calls: int,
+    warmup: int,
+    block: int,
+    floor: bool,
+    modern: bool,
+    peers: list[PeerSpec],
+    notes: list[str],
+) -> dict[str, Client]:
+    logs = tray.home / "client-stderr.log"
+    async with contextlib.AsyncExitStack() as stack:
+        errlog = stack.enter_context(logs.open("w"))
+        headers = {"Authorization": f"Bearer {tray.token}"}
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60))
+        )
+        # A separate connection for /metrics, so scrapes never share the gateway's.
+        scrape = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30))
+        )
+        direct, direct_echo = await _session(
+            stack,
+            stdio_client(
+                StdioServerParameters(command=sys.executable, args=[str(ECHO_SCRIPT)]),
+                errlog=errlog,
+            ),
+        )
+        gateway, _ = await _session(
+            stack, streamable_http_client(f"{tray.url}/mcp/{SERVER}", http_client=http)
+        )
+        bridge_env = {**tray.env, "MCP_TRAY_CLIENT": "bench"}
+        bridge, bridge_process = await _session(
+            stack,
+            stdio_client(
+                StdioServerParameters(
+                    command=sys.executable,
+                    args=["-m", "core.cli.main", "connect", SERVER],
+                    env=bridge_env,
+                    cwd=ROOT,
+                ),
+                errlog=errlog,
+            ),
+        )
+        me = psutil.Process()
+        assert tray.process is not None
+        tray_process = psutil.Process(tray.process.pid)
+        tray_echo = psutil.Process(tray.server_pid) if tray.server_pid else None
+        # The processes one call runs through; "client" is this bench process (the SDK client).
+        clients = {
+            "direct": Client(
+                "direct",
+                _sdk_call(direct),
+                _check,
+                _roles({"client": me, "echo.py": direct_echo}),
+            ),
+            "gateway": Client(
+                "gateway",
+                _sdk_call(gateway),
+                _check,
+                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                through_tray=True,
+            ),
+            "bridge": Client(
+                "bridge",
+                _sdk_call(bridge),
+                _check,
+                _roles(
+                    {
+                        "client": me,
+                        "bridge": bridge_process,
+                        "tray": tray_process,
+                        "echo.py": tray_echo,
+                    }
+                ),
+                through_tray=True,
+            ),
+        }
+        for name, path in AGGREGATE_PATHS.items():
+            session, _ = await _session(
+                stack, streamable_http_client(f"{tray.url}{path}", http_client=http)
+            )
+            clients[name] = Client(
+                name,
+                _sdk_call(session, AGGREGATE_TOOL),
+                _check,
+                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                through_tray=True,
+            )
+        if modern:
+            clients.update(
+                await _modern_clients(stack, tray, errlog, bridge_env, me, tray_process, tray_echo)
+            )
+        # The peers after mcp-tray's sessions, each in front of its own echo.py.
+        clients.update(await _peer_clients(stack, peers, me, notes))
+        if floor:
+            # After the SDK sessions: _session tells its spawned child by the bench's children.
+            clients.update(await _floor_clients(stack, tray, errlog, me, tray_process, tray_echo))
+        for client in clients.values():
+            await _warm(client, warmup)
+        await _tray_call_path(scrape, tray.url)
+        tray.server_protocol = await _tray_upstream(scrape, tray.url)
+
+        order = list(clients.values())
+        done = 0
+        round_no = 0
+        while done < calls:
+            size = min(block, calls - done)
+            shift = round_no % len(order)
+            for client in order[shift:] + order[:shift]:
+                through_tray = client.through_tray
+                if through_tray:
+                    before = await _tray_call_path(scrape, tray.url)
+                cpu_before = _cpu_seconds(client.processes)
+                await _timed_block(client, size)
+                cpu_after = _cpu_seconds(client.processes)
+                for role, seconds in cpu_after.items():
+                    if role in cpu_before:
+                        client.cpu[role] = client.cpu.get(role, 0.0) + seconds - cpu_before[role]
+                if through_tray:
+                    after = await _tray_call_path(scrape, tray.url)
+                    client.tray_seconds += after[0] - before[0]
+                    client.tray_calls += after[1] - before[1]
+            done += size
+            round_no += 1
+        return clients
