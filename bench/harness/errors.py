@@ -1,4 +1,4 @@
-"""TODO bench.harness.errors"""
+"""How a bench gives up: the one exception each family of benches raises and catches at its top."""
 
 
 class BenchAborted(Exception):

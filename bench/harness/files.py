@@ -1,4 +1,4 @@
-"""TODO bench.harness.files"""
+"""Where the benches find the checkout and the scripts they run as children."""
 
 from pathlib import Path
 from typing import Final

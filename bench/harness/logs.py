@@ -1,4 +1,4 @@
-"""TODO bench.harness.logs"""
+"""What a tray's log tells: the unhandled failures in it, and messages folded to their shape."""
 
 import re
 from pathlib import Path

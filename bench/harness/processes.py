@@ -1,4 +1,7 @@
-"""TODO bench.harness.processes"""
+"""The processes a bench starts and must leave none of: whose children are alive,
+which bridges and tagged workers remain, how a stdio child and a process group
+are stopped, and SIGTERM turned into Ctrl+C so every ``finally`` runs.
+"""
 
 import asyncio
 import contextlib

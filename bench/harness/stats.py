@@ -1,4 +1,4 @@
-"""TODO bench.harness.stats"""
+"""Timing figures: a nearest-rank percentile, and the p50/p95/p99/mean of a run of seconds (in ms)."""
 
 import math
 import statistics

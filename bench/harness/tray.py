@@ -1,4 +1,7 @@
-"""TODO bench.harness.tray"""
+"""A headless tray on a private home: its environment, its CLI, and the tray
+process itself (asyncio's ``spawn_tray`` and the blocking ``Tray`` that
+bench/gateway.py and bench/scale.py drive).
+"""
 
 import asyncio
 import contextlib
@@ -8,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -19,6 +22,8 @@ from bench.harness.processes import kill_group
 
 #: The token stays in the private home's file, never in the user's OS keyring.
 KEYRING_BACKEND: Final = "keyring.backends.fail.Keyring"
+#: Bound on one ``mcp-tray`` CLI command (status, token) the benches run.
+CLI_SECONDS: Final = 30
 
 
 def tray_env(home: Path) -> dict[str, str]:
@@ -30,6 +35,19 @@ def tray_env(home: Path) -> dict[str, str]:
     # The benches start and stop their trays themselves: a bridge never starts one.
     env["MCP_TRAY_AUTOSTART"] = "0"
     return env
+
+
+def tray_cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``mcp-tray ARGS`` of this checkout in ``env``: its exit code and output, never raised."""
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli.main", *args],
+        env=dict(env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLI_SECONDS,
+        check=False,
+    )
 
 
 async def spawn_tray(
@@ -113,24 +131,10 @@ class Tray:
 
     @property
     def env(self) -> dict[str, str]:
-        # Nothing of a real tray leaks in (MCP_TRAY_*), and the token lives in
-        # the private home's file, never in the user's OS keyring.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-        env["MCP_TRAY_HOME"] = str(self.home)
-        env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
-        env["PYTHONPATH"] = str(ROOT)
-        return env
+        return tray_env(self.home)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "core.cli.main", *args],
-            env=self.env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        return tray_cli(self.env, *args)
 
     def start(self) -> None:
         config = self.document or {

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.common"""
+"""What the abuse bench's parts share: its table rows, examples drawn from
+hypothesis strategies by seed, and a log read from where the last look stopped.
+"""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.configs"""
+"""Part 1, hostile configs: generated documents through ``load_config`` and the
+real CLI, special files, and hot-reload edits of the running tray's config.
+"""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.constants"""
+"""The abuse bench's settings: default counts, bounds on every wait, its row of
+README's table, and the hostile requests it sends.
+"""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.flood"""
+"""Part 2, the flood: connections without the token held open and reopened, while
+the status is timed and a bridge child is killed.
+"""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.abuse.report"""
+"""What the abuse bench prints, part by part."""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.requests"""
+"""Part 3, fuzzed requests: generated HTTP requests to the gateway and the control
+API on a real session; none may answer 500 or hang.
+"""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.abuse.run"""
+"""The abuse bench's run: its four parts in order against one tray, and ``--burst``."""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.abuse.tray"""
+"""The abuse bench's main tray: started under a chosen file limit, watched over the
+control API, stopped by its stop contract.
+"""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.conformance.constants"""
+"""The conformance run's settings: the suite's package and version, the eras, and
+the bounds on every wait.
+"""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.conformance.processes"""
+"""The process groups the conformance run starts, tracked so that each is stopped."""
 
 import sys
 

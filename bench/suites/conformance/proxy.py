@@ -1,4 +1,6 @@
-"""TODO bench.suites.conformance.proxy"""
+"""The header-adding proxy: HTTP/1.1 relayed byte for byte, with the tray's bearer
+token added, so the suite reaches the tray as it reaches the direct server.
+"""
 
 import sys
 

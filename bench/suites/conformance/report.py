@@ -1,4 +1,6 @@
-"""TODO bench.suites.conformance.report"""
+"""What the conformance run prints: the outcomes side by side, and where the tray
+differs from the direct server.
+"""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.conformance.runs"""
+"""Running the suite: one invocation per era and target, its checks collected into outcomes."""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.conformance.servers"""
+"""What the suite talks to: the test server directly over HTTP, and a headless
+tray fronting the same server as its stdio child.
+"""
 
 import sys
 
@@ -7,13 +9,13 @@ import sys
 assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
 from bench.harness.errors import BenchError
 from bench.harness.files import ROOT
+from bench.harness.tray import tray_cli, tray_env
 from bench.suites.conformance.constants import READY_SECONDS, SERVER, SERVER_SCRIPT
 from bench.suites.conformance.processes import Processes, _tail
 
@@ -73,24 +75,10 @@ class Tray:
 
     @property
     def env(self) -> dict[str, str]:
-        # Nothing of a real tray leaks in (MCP_TRAY_*), and the token lives in
-        # the private home's file, never in the user's OS keyring.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-        env["MCP_TRAY_HOME"] = str(self.home)
-        env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
-        env["PYTHONPATH"] = str(ROOT)
-        return env
+        return tray_env(self.home)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "core.cli.main", *args],
-            env=self.env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        return tray_cli(self.env, *args)
 
     def start(self) -> None:
         config = {

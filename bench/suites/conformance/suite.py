@@ -1,4 +1,6 @@
-"""TODO bench.suites.conformance.suite"""
+"""The conformance suite itself: installed into .conformance/ on first use, with a
+Node of its own when the machine's is too old.
+"""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.clients"""
+"""The clients the gateway bench times, one per row: SDK sessions of both eras,
+raw clients, peers; their calls, warm-up and the tray's own call-path figures.
+"""
 
 import asyncio
 import contextlib

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.constants"""
+"""The gateway bench's settings: default counts, its rows of README's table, the
+clients it compares, the peers' versions, and the bounds on every wait.
+"""
 
 import re
 from typing import Final

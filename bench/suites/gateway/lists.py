@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.lists"""
+"""tools/list through ``/mcp``: many servers of many tools each, and the profile
+view's rebuild measured in process.
+"""
 
 import asyncio
 import json

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.measure"""
+"""The gateway bench's run: every client connected at once, then timed in
+interleaved blocks so that the machine's drift falls on all rows alike.
+"""
 
 import contextlib
 import sys

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.peers"""
+"""The peer rows: other stdio -> HTTP gateways (supergateway, mcp-proxy) installed
+into .bench-peers/ on first use and run in front of the same echo.py.
+"""
 
 import asyncio
 import contextlib

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.relay"""
+"""The floor of one extra process hop: ``--relay-child``, a line-copying TCP relay
+in front of its own echo.py, and the ``Relay`` that runs it.
+"""
 
 import asyncio
 import contextlib

@@ -1,4 +1,6 @@
-"""TODO bench.suites.gateway.report"""
+"""What the gateway bench prints: its latency table, the split of the added time,
+CPU per call, the routing of the aggregate endpoints, and its record.
+"""
 
 import argparse
 import os

@@ -1,4 +1,6 @@
-"""TODO bench.suites.scale.calls"""
+"""The calls section: sessions calling ``echo`` back to back; calls/s and the
+tray's CPU per call, by loop, in interleaved blocks.
+"""
 
 import asyncio
 import contextlib

@@ -1,4 +1,6 @@
-"""TODO bench.suites.scale.clients"""
+"""The scale bench's clients: a pool of raw sessions, and the probe process
+(bench/probe.py) that times calls at a steady pace.
+"""
 
 import asyncio
 import contextlib

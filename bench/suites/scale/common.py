@@ -1,4 +1,6 @@
-"""TODO bench.suites.scale.common"""
+"""What both sections of the scale bench share: the tray on a chosen loop and
+child, its process's CPU, and the figures' formatting.
+"""
 
 import contextlib
 import sqlite3

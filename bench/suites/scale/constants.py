@@ -1,4 +1,6 @@
-"""TODO bench.suites.scale.constants"""
+"""The scale bench's settings: default counts, pacing, the loops and children it
+can run, and its targets.
+"""
 
 from typing import Final
 

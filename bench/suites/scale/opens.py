@@ -1,4 +1,6 @@
-"""TODO bench.suites.scale.opens"""
+"""The opens section: a burst of sessions opened, the tray's CPU per open, how
+soon it is quiet again, and calls timed by the probe meanwhile.
+"""
 
 import asyncio
 import sys

@@ -1,4 +1,4 @@
-"""TODO bench.suites.ui.child"""
+"""``--child``: the tray GUI as app/main.py composes it, plus the bench's signals."""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""TODO bench.suites.ui.constants"""
+"""The UI bench's settings: the demo servers it runs, the worker rows it writes,
+sampling intervals, targets and its rows of README's table.
+"""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.ui.measure"""
+"""The UI bench's run: idle, then with many worker rows, sampled for CPU and memory."""
 
 import sys
 

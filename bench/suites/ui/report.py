@@ -1,4 +1,4 @@
-"""TODO bench.suites.ui.report"""
+"""What the UI bench prints and records."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""TODO bench.suites.ui.tray"""
+"""The tray GUI in a subprocess, driven by signals and read from its output lines."""
 
 import sys
 
@@ -21,6 +21,7 @@ import psutil
 
 from bench.harness.errors import BenchError
 from bench.harness.files import BENCH, ROOT
+from bench.harness.tray import tray_cli, tray_env
 from bench.suites.ui.constants import DEMO, DEMO_SERVERS, READY_SECONDS, REPLY_SECONDS, STOP_SECONDS
 from core.settings.paths import Paths, default_paths
 
@@ -76,14 +77,7 @@ class Tray:
 
     @property
     def env(self) -> dict[str, str]:
-        # Nothing of a real tray leaks in (MCP_TRAY_*), and the token lives in
-        # the private home's file, never in the user's OS keyring.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TRAY_")}
-        env["MCP_TRAY_HOME"] = str(self.home)
-        env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
-        env["PYTHONPATH"] = str(ROOT)
-        env["QT_QPA_PLATFORM"] = "offscreen"
-        return env
+        return {**tray_env(self.home), "QT_QPA_PLATFORM": "offscreen"}
 
     @property
     def paths(self) -> Paths:
@@ -103,15 +97,7 @@ class Tray:
         return list(servers)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "core.cli.main", *args],
-            env=self.env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        return tray_cli(self.env, *args)
 
     def status(self) -> dict[str, Any] | None:
         result = self.cli("status", "--json")
