@@ -34,6 +34,7 @@ import httptools
 import psutil
 
 from bench.harness.clients import RawHttpClient
+from bench.harness.files import LEAN_ECHO
 from bench.harness.records import Row, record
 from bench.harness.stats import percentile
 
@@ -48,8 +49,6 @@ ROWS: Final = (
 )
 RECORDED_SESSIONS: Final = 32
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-LEAN_ECHO: Final = ROOT / "bench" / "lean_echo.py"
 SESSION: Final = "floor-session"
 
 

@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import psutil
 
+from bench.harness.files import ECHO_SCRIPT as ECHO
 from bench.harness.files import ROOT
 from bench.harness.records import Row as TableRow
 from bench.harness.records import record
@@ -77,7 +78,6 @@ from core.settings.paths import default_paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
 
-ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
 PATHS: Final = ("direct", "gateway", "modern", "bridge", "gateway-sse", "bridge-sse")
 DEFAULT_SIZES: Final = "1K,64K,1M,10M,50M,10M,1M"

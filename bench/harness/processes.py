@@ -73,6 +73,25 @@ else:
         raise OSError("bench/gateway.py measures POSIX machines (process groups)")
 
 
+async def wait_or_kill_group(process: asyncio.subprocess.Process, seconds: float) -> int | None:
+    """``process``'s exit code within ``seconds``; past them its group is killed (then None)."""
+    try:
+        return await asyncio.wait_for(process.wait(), seconds)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            kill_group(process.pid, hard=True)
+        await process.wait()
+        return None
+
+
+async def stop_tray(process: asyncio.subprocess.Process | None, seconds: float) -> int | None:
+    """SIGTERM and wait; SIGKILL its group as a last resort (then None)."""
+    if process is None or process.returncode is not None:
+        return None if process is None else process.returncode
+    process.send_signal(signal.SIGTERM)
+    return await wait_or_kill_group(process, seconds)
+
+
 async def stop_child(process: asyncio.subprocess.Process) -> None:
     """Close a stdio server's stdin (it exits on EOF); kill it if it lingers."""
     if process.returncode is not None:

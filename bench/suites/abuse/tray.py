@@ -12,9 +12,7 @@ assert sys.platform == "linux", (
 
 import asyncio
 import contextlib
-import os
 import resource
-import signal
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -22,6 +20,7 @@ from typing import IO, Any
 import httpx2
 
 from bench.harness.errors import BenchAborted
+from bench.harness.processes import stop_tray
 from bench.harness.tray import SERVER, server_entry, spawn_tray
 from bench.suites.abuse.constants import PROBE_SECONDS, READY_SECONDS, STOP_SECONDS
 from core.base.errors import NotRunning
@@ -106,14 +105,4 @@ class Tray:
         if self.api is not None:
             await self.api.aclose()
             self.api = None
-        process = self.process
-        if process is None or process.returncode is not None:
-            return None if process is None else process.returncode
-        process.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.wait_for(process.wait(), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-            return None
+        return await stop_tray(self.process, STOP_SECONDS)
