@@ -53,4 +53,4 @@ READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 15.0
 
 
-_TIMESTAMP_RE: Final = re.compile(r"-\d{4}-\d{2}-\d{2}T[\dZ-]+$")
+TIMESTAMP_RE: Final = re.compile(r"-\d{4}-\d{2}-\d{2}T[\dZ-]+$")

@@ -39,33 +39,33 @@ class Processes:
         if entry is None:
             return
         what, popen = entry
-        _killpg(pid, signal.SIGTERM)
+        killpg(pid, signal.SIGTERM)
         if popen is not None:
             try:
                 popen.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 print(f"conformance: {what} ignored SIGTERM; killing it", file=sys.stderr)
-                _killpg(pid, signal.SIGKILL)
+                killpg(pid, signal.SIGKILL)
                 popen.wait(5)
             deadline = time.monotonic() + 1.0
-            while _group_alive(pid) and time.monotonic() < deadline:
+            while group_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        if _group_alive(pid):
+        if group_alive(pid):
             if popen is not None:
                 print(f"conformance: {what} left processes behind; killing them", file=sys.stderr)
-            _killpg(pid, signal.SIGKILL)
+            killpg(pid, signal.SIGKILL)
 
     def stop_all(self) -> None:
         for pid in reversed(list(self._groups)):
             self.stop(pid)
 
 
-def _killpg(pgid: int, signum: int) -> None:
+def killpg(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -75,7 +75,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return f"(no output in {path})"

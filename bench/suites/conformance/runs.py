@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
-from bench.suites.conformance.constants import _TIMESTAMP_RE, SERVER, STOP_SECONDS, SUITE_SECONDS
-from bench.suites.conformance.processes import Processes, _group_alive, _killpg, _tail
+from bench.suites.conformance.constants import SERVER, STOP_SECONDS, SUITE_SECONDS, TIMESTAMP_RE
+from bench.suites.conformance.processes import Processes, group_alive, killpg, log_tail
 from bench.suites.conformance.proxy import HeaderProxy
 from bench.suites.conformance.servers import Tray
 from bench.suites.conformance.suite import Suite
@@ -78,7 +78,7 @@ def collect(outdir: Path, label: str) -> Run:
         key=lambda p: (p / "checks.json").stat().st_mtime,
     )
     for folder in folders:
-        scenario = _TIMESTAMP_RE.sub("", folder.name).removeprefix("server-")
+        scenario = TIMESTAMP_RE.sub("", folder.name).removeprefix("server-")
         outcome = Outcome()
         checks = json.loads((folder / "checks.json").read_text())
         for check in checks if isinstance(checks, list) else []:
@@ -111,14 +111,14 @@ def _prepare(outdir: Path) -> IO[bytes]:
 async def _stop_async(process: asyncio.subprocess.Process) -> None:
     """SIGTERM the group, wait, SIGKILL; then SIGKILL any straggler in the group."""
     if process.returncode is None:
-        _killpg(process.pid, signal.SIGTERM)
+        killpg(process.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(process.wait(), STOP_SECONDS)
         except TimeoutError:
-            _killpg(process.pid, signal.SIGKILL)
+            killpg(process.pid, signal.SIGKILL)
             await process.wait()
-    if _group_alive(process.pid):
-        _killpg(process.pid, signal.SIGKILL)
+    if group_alive(process.pid):
+        killpg(process.pid, signal.SIGKILL)
 
 
 async def run_suite(
@@ -155,7 +155,7 @@ async def run_suite(
                 processes.forget(process.pid)
     run = collect(outdir, label)
     if not run.outcomes:
-        run.error = _tail(Path(log.name), 15)
+        run.error = log_tail(Path(log.name), 15)
     return run
 
 

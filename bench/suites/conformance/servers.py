@@ -17,7 +17,7 @@ from bench.harness.errors import BenchError
 from bench.harness.files import ROOT
 from bench.harness.tray import tray_cli, tray_env
 from bench.suites.conformance.constants import READY_SECONDS, SERVER, SERVER_SCRIPT
-from bench.suites.conformance.processes import Processes, _tail
+from bench.suites.conformance.processes import Processes, log_tail
 
 
 class DirectServer:
@@ -48,7 +48,7 @@ class DirectServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise BenchError(
-                    f"the direct server exited with {self.process.returncode}:\n{_tail(self.log)}"
+                    f"the direct server exited with {self.process.returncode}:\n{log_tail(self.log)}"
                 )
             if self.portfile.exists():
                 self.url = f"http://127.0.0.1:{int(self.portfile.read_text())}/mcp"
@@ -115,7 +115,7 @@ class Tray:
             if self.process.poll() is not None:
                 raise BenchError(
                     f"the tray exited with {self.process.returncode} during start-up:\n"
-                    f"{_tail(self.log)}"
+                    f"{log_tail(self.log)}"
                 )
             status = self.cli("status", "--json")
             if status.returncode == 0:
@@ -131,7 +131,7 @@ class Tray:
         else:
             raise BenchError(
                 f"{SERVER} not ready in the tray within {READY_SECONDS:g} s ({last}):\n"
-                f"{_tail(self.log)}"
+                f"{log_tail(self.log)}"
             )
         token = self.cli("token")
         if token.returncode != 0 or not token.stdout.strip():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.harness.errors import BenchError
 from bench.suites.conformance.constants import CACHE, INSTALL_SECONDS, NODE_PACKAGE, PACKAGE
-from bench.suites.conformance.processes import Processes, _tail
+from bench.suites.conformance.processes import Processes, log_tail
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def ensure_suite(version: str, processes: Processes, tmp: Path) -> Suite:
                 processes.stop(process.pid)
         if code != 0 or not suite.node.exists() or not suite.cli.exists():
             raise BenchError(
-                f"npm install of {PACKAGE}@{version} failed (exit {code}):\n{_tail(log)}"
+                f"npm install of {PACKAGE}@{version} failed (exit {code}):\n{log_tail(log)}"
             )
         stamp.write_text(f"{PACKAGE}@{version} {NODE_PACKAGE}\n")
     probe = subprocess.run(

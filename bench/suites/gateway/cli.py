@@ -148,7 +148,7 @@ from pathlib import Path
 from bench.harness.errors import BenchError
 from bench.harness.processes import sigterm_as_interrupt
 from bench.harness.tray import Tray
-from bench.suites.gateway.clients import _innermost, _one_line
+from bench.suites.gateway.clients import innermost_error, one_line_error
 from bench.suites.gateway.constants import (
     DEFAULT_BLOCK,
     DEFAULT_CALLS,
@@ -160,7 +160,7 @@ from bench.suites.gateway.constants import (
 from bench.suites.gateway.lists import list_bench, list_report
 from bench.suites.gateway.measure import measure
 from bench.suites.gateway.peers import prepare_peers
-from bench.suites.gateway.relay import _relay
+from bench.suites.gateway.relay import run_relay
 from bench.suites.gateway.report import report
 
 
@@ -207,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lists-only", action="store_true", help="only the tools/list measure through /mcp"
     )
-    # Internal: the floor's relay process (see _relay).
+    # Internal: the floor's relay process (see run_relay).
     parser.add_argument("--relay-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.relay_child is not None:
-        asyncio.run(_relay(args.relay_child))
+        asyncio.run(run_relay(args.relay_child))
         return 0
     if args.lists_only:
         with tempfile.TemporaryDirectory(prefix="mcp-tray-bench-lists-") as home:
@@ -249,13 +249,13 @@ def main(argv: list[str] | None = None) -> int:
             tray.stop()
             return 130
         except Exception as exc:
-            cause: BaseException | None = _innermost(exc)
+            cause: BaseException | None = innermost_error(exc)
             if isinstance(cause, BenchError):
                 # A client's failure is named in a BenchError: the traceback of what it raised.
                 cause = cause.__cause__
             if cause is not None and not isinstance(cause, BenchError):
                 traceback.print_exception(cause)
-            print(f"bench: FAILED: {_one_line(exc)}", file=sys.stderr)
+            print(f"bench: FAILED: {one_line_error(exc)}", file=sys.stderr)
             tray.stop()
             print(f"bench: tray output (tail):\n{tray.output()}", file=sys.stderr)
             return 1

@@ -25,12 +25,12 @@ from bench.harness.files import ECHO_SCRIPT, ROOT
 from bench.harness.processes import close_writer, spawn_echo, stop_child
 from bench.harness.tray import AGGREGATE_TOOL, SERVER, Tray
 from bench.suites.gateway.constants import (
-    _METRIC_RE,
-    _UPSTREAM_RE,
     AGGREGATE_PATHS,
+    METRIC_RE,
     MODERN_MODE,
     MODERN_VERSION,
     RAW_AGGREGATE_CLIENTS,
+    UPSTREAM_RE,
 )
 from bench.suites.gateway.peers import Peer, PeerSpec, PeerUnavailable
 from bench.suites.gateway.relay import Relay
@@ -55,7 +55,7 @@ class Client:
     cpu: dict[str, float] = field(default_factory=dict)
 
 
-def _cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
+def cpu_seconds_of(processes: dict[str, psutil.Process]) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for role, process in processes.items():
         with contextlib.suppress(psutil.Error):
@@ -64,7 +64,7 @@ def _cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
     return seconds
 
 
-def _check(result: object) -> None:
+def check_answer(result: object) -> None:
     if not isinstance(result, CallToolResult) or result.is_error:
         raise BenchError(f"echo call failed: {result!r}")
     content = result.content[0] if result.content else None
@@ -82,7 +82,7 @@ def _check_raw(answer: Any) -> None:
         raise BenchError(f"raw echo call answered {answer!r}")
 
 
-def _sdk_call(session: ClientSession, tool: str = TOOL) -> Callable[[], Awaitable[Any]]:
+def sdk_call(session: ClientSession, tool: str = TOOL) -> Callable[[], Awaitable[Any]]:
     return functools.partial(session.call_tool, tool, ARGUMENTS)
 
 
@@ -90,7 +90,7 @@ def _modern_call(client: ModernClient) -> Callable[[], Awaitable[Any]]:
     return functools.partial(client.call_tool, TOOL, ARGUMENTS)
 
 
-async def _timed_block(client: Client, calls: int) -> None:
+async def timed_block(client: Client, calls: int) -> None:
     call, check, samples = client.call, client.check, client.samples
     try:
         for _ in range(calls):
@@ -101,35 +101,35 @@ async def _timed_block(client: Client, calls: int) -> None:
     except Exception as exc:
         # Named, so a failure says which client broke (the stack's task groups wrap it).
         raise BenchError(
-            f"{client.name}: timed call {len(samples) + 1} failed: {_one_line(exc)}"
+            f"{client.name}: timed call {len(samples) + 1} failed: {one_line_error(exc)}"
         ) from exc
 
 
-async def _warm(client: Client, calls: int) -> None:
+async def warm_up(client: Client, calls: int) -> None:
     try:
         for _ in range(calls):
             client.check(await client.call())
     except Exception as exc:
-        raise BenchError(f"{client.name}: a warm-up call failed: {_one_line(exc)}") from exc
+        raise BenchError(f"{client.name}: a warm-up call failed: {one_line_error(exc)}") from exc
 
 
-async def _tray_upstream(http: httpx2.AsyncClient, url: str) -> str | None:
+async def tray_upstream(http: httpx2.AsyncClient, url: str) -> str | None:
     """The revision the tray speaks to its echo.py child, from its /metrics."""
     reply = await http.get(f"{url}/metrics")
     reply.raise_for_status()
-    found = _UPSTREAM_RE.search(reply.text)
+    found = UPSTREAM_RE.search(reply.text)
     return found.group(1) if found else None
 
 
-async def _tray_call_path(http: httpx2.AsyncClient, url: str) -> tuple[float, int]:
+async def tray_call_path(http: httpx2.AsyncClient, url: str) -> tuple[float, int]:
     """(sum seconds, count) of the tray's tools/call histogram for the echo server."""
     reply = await http.get(f"{url}/metrics")
     reply.raise_for_status()
-    found = {kind: float(value) for kind, value in _METRIC_RE.findall(reply.text)}
+    found = {kind: float(value) for kind, value in METRIC_RE.findall(reply.text)}
     return found.get("sum", 0.0), int(found.get("count", 0.0))
 
 
-async def _session(
+async def open_session(
     stack: contextlib.AsyncExitStack,
     streams: contextlib.AbstractAsyncContextManager[tuple[Any, Any]],
 ) -> tuple[ClientSession, psutil.Process | None]:
@@ -159,11 +159,11 @@ async def _modern_session(
     return client, spawned[0] if len(spawned) == 1 else None
 
 
-def _roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Process]:
+def roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Process]:
     return {role: process for role, process in processes.items() if process is not None}
 
 
-async def _modern_clients(
+async def modern_clients(
     stack: contextlib.AsyncExitStack,
     tray: Tray,
     errlog: TextIO,
@@ -211,21 +211,21 @@ async def _modern_clients(
         "modern-direct": Client(
             "modern-direct",
             _modern_call(direct),
-            _check,
-            _roles({"client": me, "echo.py": direct_echo}),
+            check_answer,
+            roles({"client": me, "echo.py": direct_echo}),
         ),
         "modern-gateway": Client(
             "modern-gateway",
             _modern_call(gateway),
-            _check,
-            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            check_answer,
+            roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
             through_tray=True,
         ),
         "modern-bridge": Client(
             "modern-bridge",
             _modern_call(bridge),
-            _check,
-            _roles(
+            check_answer,
+            roles(
                 {
                     "client": me,
                     "bridge": bridge_process,
@@ -238,7 +238,7 @@ async def _modern_clients(
     }
 
 
-async def _floor_clients(
+async def floor_clients(
     stack: contextlib.AsyncExitStack,
     tray: Tray,
     errlog: IO[str],
@@ -282,7 +282,7 @@ async def _floor_clients(
             name,
             raw.call,
             _check_raw,
-            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
             through_tray=True,
         )
 
@@ -291,34 +291,34 @@ async def _floor_clients(
             "raw-direct",
             raw_direct.call,
             _check_raw,
-            _roles({"client": me, "echo.py": psutil.Process(echo.pid)}),
+            roles({"client": me, "echo.py": psutil.Process(echo.pid)}),
         ),
         "raw-hop": Client(
             "raw-hop",
             raw_hop.call,
             _check_raw,
-            _roles({"client": me, "relay": relay_process, "echo.py": hop_echo}),
+            roles({"client": me, "relay": relay_process, "echo.py": hop_echo}),
         ),
         "raw-gateway": Client(
             "raw-gateway",
             raw_gateway.call,
             _check_raw,
-            _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+            roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
             through_tray=True,
         ),
     }
 
 
-def _innermost(exc: BaseException) -> BaseException:
+def innermost_error(exc: BaseException) -> BaseException:
     """The first leaf of an exception group (task groups nest them), or the exception itself."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line_error(exc: BaseException) -> str:
     """The innermost error of an exception (group), on one line."""
-    exc = _innermost(exc)
+    exc = innermost_error(exc)
     text = " ".join(str(exc).split())
     if isinstance(exc, PeerUnavailable | BenchError):
         return text
@@ -337,13 +337,13 @@ async def _peer_client(
     stack.callback(peer.stop)
     peer.start()
     url = await peer.wait_url()
-    session, _ = await _session(stack, streamable_http_client(url, http_client=http))
+    session, _ = await open_session(stack, streamable_http_client(url, http_client=http))
     assert peer.process is not None
     return Client(
         spec.name,
-        _sdk_call(session),
-        _check,
-        _roles(
+        sdk_call(session),
+        check_answer,
+        roles(
             {
                 "client": me,
                 spec.name: psutil.Process(peer.process.pid),
@@ -353,7 +353,7 @@ async def _peer_client(
     )
 
 
-async def _peer_clients(
+async def peer_clients(
     stack: contextlib.AsyncExitStack,
     peers: list[PeerSpec],
     me: psutil.Process,
@@ -374,7 +374,7 @@ async def _peer_clients(
         except Exception as exc:
             with contextlib.suppress(Exception):
                 await peer_stack.aclose()
-            notes.append(f"{spec.name} skipped: it did not start: {_one_line(exc)}")
+            notes.append(f"{spec.name} skipped: it did not start: {one_line_error(exc)}")
             continue
         except BaseException:
             await peer_stack.aclose()

@@ -131,11 +131,11 @@ PEER_ENV_KEYS: Final = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 
 #: The telling line of a failed install: npm's first error line that is more than a
 #: bare code, pip's first ERROR line.
-_INSTALL_ERROR_RE: Final = re.compile(r"^npm error (?!(code|syscall|errno) \S+$)\S|^ERROR: ")
+INSTALL_ERROR_RE: Final = re.compile(r"^npm error (?!(code|syscall|errno) \S+$)\S|^ERROR: ")
 
 
 #: The tray's call-path histogram for this server's tools/call.
-_METRIC_RE: Final = re.compile(
+METRIC_RE: Final = re.compile(
     r'^mcp_tray_call_seconds_(sum|count)\{(?=[^}]*method="tools/call")(?=[^}]*server="echo")[^}]*\}'
     r"\s+(\S+)$",
     re.MULTILINE,
@@ -143,7 +143,7 @@ _METRIC_RE: Final = re.compile(
 
 
 #: The revision the tray speaks to its echo.py child (a gauge set to 1 per server).
-_UPSTREAM_RE: Final = re.compile(
+UPSTREAM_RE: Final = re.compile(
     r'^mcp_tray_server_protocol\{(?=[^}]*server="echo")[^}]*version="([^"]+)"[^}]*\}\s+1(?:\.0)?$',
     re.MULTILINE,
 )

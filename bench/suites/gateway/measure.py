@@ -14,18 +14,18 @@ from bench.harness.files import ECHO_SCRIPT, ROOT
 from bench.harness.tray import AGGREGATE_TOOL, SERVER, Tray
 from bench.suites.gateway.clients import (
     Client,
-    _check,
-    _cpu_seconds,
-    _floor_clients,
-    _modern_clients,
-    _peer_clients,
-    _roles,
-    _sdk_call,
-    _session,
-    _timed_block,
-    _tray_call_path,
-    _tray_upstream,
-    _warm,
+    check_answer,
+    cpu_seconds_of,
+    floor_clients,
+    modern_clients,
+    open_session,
+    peer_clients,
+    roles,
+    sdk_call,
+    timed_block,
+    tray_call_path,
+    tray_upstream,
+    warm_up,
 )
 from bench.suites.gateway.constants import AGGREGATE_PATHS
 from bench.suites.gateway.peers import PeerSpec
@@ -52,18 +52,18 @@ async def measure(
         scrape = await stack.enter_async_context(
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30))
         )
-        direct, direct_echo = await _session(
+        direct, direct_echo = await open_session(
             stack,
             stdio_client(
                 StdioServerParameters(command=sys.executable, args=[str(ECHO_SCRIPT)]),
                 errlog=errlog,
             ),
         )
-        gateway, _ = await _session(
+        gateway, _ = await open_session(
             stack, streamable_http_client(f"{tray.url}/mcp/{SERVER}", http_client=http)
         )
         bridge_env = {**tray.env, "MCP_TRAY_CLIENT": "bench"}
-        bridge, bridge_process = await _session(
+        bridge, bridge_process = await open_session(
             stack,
             stdio_client(
                 StdioServerParameters(
@@ -83,22 +83,22 @@ async def measure(
         clients = {
             "direct": Client(
                 "direct",
-                _sdk_call(direct),
-                _check,
-                _roles({"client": me, "echo.py": direct_echo}),
+                sdk_call(direct),
+                check_answer,
+                roles({"client": me, "echo.py": direct_echo}),
             ),
             "gateway": Client(
                 "gateway",
-                _sdk_call(gateway),
-                _check,
-                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                sdk_call(gateway),
+                check_answer,
+                roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
                 through_tray=True,
             ),
             "bridge": Client(
                 "bridge",
-                _sdk_call(bridge),
-                _check,
-                _roles(
+                sdk_call(bridge),
+                check_answer,
+                roles(
                     {
                         "client": me,
                         "bridge": bridge_process,
@@ -110,29 +110,29 @@ async def measure(
             ),
         }
         for name, path in AGGREGATE_PATHS.items():
-            session, _ = await _session(
+            session, _ = await open_session(
                 stack, streamable_http_client(f"{tray.url}{path}", http_client=http)
             )
             clients[name] = Client(
                 name,
-                _sdk_call(session, AGGREGATE_TOOL),
-                _check,
-                _roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
+                sdk_call(session, AGGREGATE_TOOL),
+                check_answer,
+                roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
                 through_tray=True,
             )
         if modern:
             clients.update(
-                await _modern_clients(stack, tray, errlog, bridge_env, me, tray_process, tray_echo)
+                await modern_clients(stack, tray, errlog, bridge_env, me, tray_process, tray_echo)
             )
         # The peers after mcp-tray's sessions, each in front of its own echo.py.
-        clients.update(await _peer_clients(stack, peers, me, notes))
+        clients.update(await peer_clients(stack, peers, me, notes))
         if floor:
-            # After the SDK sessions: _session tells its spawned child by the bench's children.
-            clients.update(await _floor_clients(stack, tray, errlog, me, tray_process, tray_echo))
+            # After the SDK sessions: open_session tells its spawned child by the bench's children.
+            clients.update(await floor_clients(stack, tray, errlog, me, tray_process, tray_echo))
         for client in clients.values():
-            await _warm(client, warmup)
-        await _tray_call_path(scrape, tray.url)
-        tray.server_protocol = await _tray_upstream(scrape, tray.url)
+            await warm_up(client, warmup)
+        await tray_call_path(scrape, tray.url)
+        tray.server_protocol = await tray_upstream(scrape, tray.url)
 
         order = list(clients.values())
         done = 0
@@ -143,15 +143,15 @@ async def measure(
             for client in order[shift:] + order[:shift]:
                 through_tray = client.through_tray
                 if through_tray:
-                    before = await _tray_call_path(scrape, tray.url)
-                cpu_before = _cpu_seconds(client.processes)
-                await _timed_block(client, size)
-                cpu_after = _cpu_seconds(client.processes)
+                    before = await tray_call_path(scrape, tray.url)
+                cpu_before = cpu_seconds_of(client.processes)
+                await timed_block(client, size)
+                cpu_after = cpu_seconds_of(client.processes)
                 for role, seconds in cpu_after.items():
                     if role in cpu_before:
                         client.cpu[role] = client.cpu.get(role, 0.0) + seconds - cpu_before[role]
                 if through_tray:
-                    after = await _tray_call_path(scrape, tray.url)
+                    after = await tray_call_path(scrape, tray.url)
                     client.tray_seconds += after[0] - before[0]
                     client.tray_calls += after[1] - before[1]
             done += size

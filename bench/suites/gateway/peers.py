@@ -23,7 +23,7 @@ from bench.harness.files import ECHO_SCRIPT, ROOT
 from bench.harness.processes import CHILD_STOP_SECONDS, kill_group
 from bench.harness.tray import STOP_SECONDS
 from bench.suites.gateway.constants import (
-    _INSTALL_ERROR_RE,
+    INSTALL_ERROR_RE,
     INSTALL_SECONDS,
     MCP_PROXY_VERSION,
     NODE_MIN_MAJOR,
@@ -96,7 +96,7 @@ def _install(command: list[str], cwd: Path, env: dict[str, str], log: Path, what
                 _stop_group(process, 5.0, group_term=True)
     if code != 0:
         outcome = f"exit {code}" if code is not None else f"no end within {INSTALL_SECONDS:g} s"
-        detail = _log_line(log, prefer=_INSTALL_ERROR_RE)
+        detail = _log_line(log, prefer=INSTALL_ERROR_RE)
         raise PeerUnavailable(f"{what} failed ({outcome}): {detail} [log: {log}]")
 
 

@@ -18,7 +18,7 @@ from bench.harness.tray import STOP_SECONDS
 from bench.suites.gateway.constants import RELAY_READY_SECONDS
 
 
-async def _relay(portfile: Path) -> None:
+async def run_relay(portfile: Path) -> None:
     """``--relay-child``: the floor of one extra process hop.
 
     An asyncio TCP server on loopback; each connection gets its own echo.py

@@ -15,7 +15,7 @@ from bench.harness.clients import RawHttpClient, timed_call
 from bench.harness.records import Row, record
 from bench.harness.tray import Tray
 from bench.suites.scale.clients import connected_session
-from bench.suites.scale.common import BASELINE_SUFFIX, _p, cpu_seconds, tray_process
+from bench.suites.scale.common import BASELINE_SUFFIX, cpu_seconds, p_or_nan, tray_process
 from bench.suites.scale.constants import BLOCK_SECONDS, TARGET_UVLOOP_SAVING, WARMUP_CALLS
 
 
@@ -135,7 +135,7 @@ def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
                 f"  {count:>8}  {loop:<12} {r.calls / r.seconds:>8,.0f}  "
                 f"{r.tray_cpu / r.calls * 1000:>10.3f} ms  {r.tray_cpu / r.seconds * 100:>6.0f} %  "
                 f"{r.child_cpu / r.seconds * 100:>7.0f} %  {r.bench_cpu / r.seconds * 100:>7.0f} %  "
-                f"{_p(r.latencies, 0.5) * 1000:>6.3f}  {_p(r.latencies, 0.99) * 1000:>7.3f}"
+                f"{p_or_nan(r.latencies, 0.5) * 1000:>6.3f}  {p_or_nan(r.latencies, 0.99) * 1000:>7.3f}"
             )
     labels = next(iter(results.values()), {})
     if {"asyncio", "uvloop"} <= set(labels):
@@ -162,7 +162,7 @@ def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
             print(
                 f"    {count:>3} sessions: {saving * 100:+.1f} % less CPU per call; paired "
                 f"median {paired * 100:+.1f} %; calls/s x{rate:.2f}; p50 "
-                f"{_p(before.latencies, 0.5) * 1000:.3f} -> {_p(after.latencies, 0.5) * 1000:.3f} ms"
+                f"{p_or_nan(before.latencies, 0.5) * 1000:.3f} -> {p_or_nan(after.latencies, 0.5) * 1000:.3f} ms"
             )
 
 

@@ -83,9 +83,9 @@ def tray_process(tray: Tray) -> psutil.Process:
     return psutil.Process(tray.process.pid)
 
 
-def _ms(seconds: float) -> str:
+def as_ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f} ms"
 
 
-def _p(values: list[float], share: float) -> float:
+def p_or_nan(values: list[float], share: float) -> float:
     return percentile(values, share) if values else float("nan")

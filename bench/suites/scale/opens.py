@@ -15,7 +15,7 @@ from bench.harness.clients import RawHttpClient
 from bench.harness.records import Row, record
 from bench.harness.tray import Tray
 from bench.suites.scale.clients import Pool, Probe
-from bench.suites.scale.common import _ms, _p, cpu_seconds, registry_rows, tray_process
+from bench.suites.scale.common import as_ms, cpu_seconds, p_or_nan, registry_rows, tray_process
 from bench.suites.scale.constants import (
     BASELINE_SECONDS,
     CLOSE_WAIT_SECONDS,
@@ -205,13 +205,13 @@ def report_opens(result: Opens, command: str, *, keep: bool = False) -> None:
     before = result.probe.get("before", [])
     print(
         f"  probe calls (one session, every {PROBE_INTERVAL_SECONDS * 1000:g} ms) before the "
-        f"opens: p50 {_ms(_p(before, 0.5))} p99 {_ms(_p(before, 0.99))} ({len(before)})"
+        f"opens: p50 {as_ms(p_or_nan(before, 0.5))} p99 {as_ms(p_or_nan(before, 0.99))} ({len(before)})"
     )
     for phase, what in (("burst", "during the opens"), ("after", "once quiet again")):
         found = result.probe.get(phase, [])
         print(
-            f"    {what}: p50 {_ms(_p(found, 0.5))} p99 {_ms(_p(found, 0.99))} ({len(found)}) "
-            f"= {_p(found, 0.99) / _p(before, 0.99):.2f}x at p99 "
+            f"    {what}: p50 {as_ms(p_or_nan(found, 0.5))} p99 {as_ms(p_or_nan(found, 0.99))} ({len(found)}) "
+            f"= {p_or_nan(found, 0.99) / p_or_nan(before, 0.99):.2f}x at p99 "
             f"(target <= {TARGET_P99_RATIO:g}x)"
         )
     rss, fds, rows = result.rss, result.fds, result.rows
@@ -239,11 +239,11 @@ def report_opens(result: Opens, command: str, *, keep: bool = False) -> None:
             "opens_per_second": n / result.open_seconds,
             "quiet_seconds": result.quiet_after,
             "idle_mib": held,
-            "p50_before_ms": _p(before, 0.5) * 1000,
-            "p50_during_ms": _p(during, 0.5) * 1000,
-            "p99_before_ms": _p(before, 0.99) * 1000,
-            "p99_during_ms": _p(during, 0.99) * 1000,
-            "p99_ratio": _p(during, 0.99) / _p(before, 0.99),
+            "p50_before_ms": p_or_nan(before, 0.5) * 1000,
+            "p50_during_ms": p_or_nan(during, 0.5) * 1000,
+            "p99_before_ms": p_or_nan(before, 0.99) * 1000,
+            "p99_during_ms": p_or_nan(during, 0.99) * 1000,
+            "p99_ratio": p_or_nan(during, 0.99) / p_or_nan(before, 0.99),
             "open_rate": result.rate,
         }
         record("scale-opens", command, figures, [row.filled(pace=pace) for row in OPENS_ROWS])
