@@ -74,7 +74,14 @@ from bench.harness.logs import shape
 from bench.harness.processes import bridge_pids, children_running, stop_tray
 from bench.harness.records import Row, record
 from bench.harness.stats import percentile
-from bench.harness.tray import KEYRING_BACKEND, server_entry, spawn_tray, tray_env
+from bench.harness.tray import (
+    KEYRING_BACKEND,
+    echo_config,
+    server_entry,
+    spawn_tray,
+    tray_cli_async,
+    tray_env,
+)
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance
@@ -121,20 +128,8 @@ class Tray:
 
     async def status(self) -> dict[str, Any] | None:
         """``mcp-tray status --json``; None when it fails."""
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "status",
-            "--json",
-            env=tray_env(self.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(process.communicate(), 30)
-        if process.returncode != 0:
+        code, out = await tray_cli_async(self.home, "status", "--json")
+        if code != 0:
             return None
         with contextlib.suppress(ValueError):
             body = json.loads(out)
@@ -486,15 +481,7 @@ def main() -> int:
         home = Path(tmp)
         paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
         config = paths.config_file
-        config.write_text(
-            json.dumps(
-                {
-                    "gateway": {"port": 0},
-                    "mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}},
-                },
-                indent=2,
-            )
-        )
+        config.write_text(json.dumps(echo_config(), indent=2))
         tray_log, bridge_log = home / "tray.log", home / "bridges-stderr.log"
         with tray_log.open("ab") as log, bridge_log.open("w") as errlog:
             tray = Tray(home, config, log)

@@ -72,13 +72,13 @@ from mcp.types import CallToolResult
 
 from bench.harness.clients import result_text
 from bench.harness.errors import BenchAborted
-from bench.harness.files import ECHO_SCRIPT, ROOT
+from bench.harness.files import ROOT
 from bench.harness.leftovers import tell_leftovers
 from bench.harness.logs import shape
 from bench.harness.processes import bridge_pids, stop_tray, tagged_by, wait_or_kill_group
 from bench.harness.records import Row, record
 from bench.harness.stats import percentile
-from bench.harness.tray import spawn_tray, tray_env
+from bench.harness.tray import echo_config, spawn_tray, tray_env
 from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
@@ -465,15 +465,7 @@ def main() -> int:
         home = Path(tmp)
         paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
         config = paths.config_file
-        config.write_text(
-            json.dumps(
-                {
-                    "gateway": {"port": 0},
-                    "mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}},
-                },
-                indent=2,
-            )
-        )
+        config.write_text(json.dumps(echo_config(), indent=2))
         tray_log, bridge_log = home / "trays.log", home / "bridge-stderr.log"
         with tray_log.open("ab") as log, bridge_log.open("w") as errlog:
             trays = Trays(home, config, log)

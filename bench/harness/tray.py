@@ -50,6 +50,38 @@ def tray_cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[
     )
 
 
+async def tray_cli_async(home: Path, *args: str, seconds: float = CLI_SECONDS) -> tuple[int, bytes]:
+    """``mcp-tray ARGS`` on ``home`` without blocking the loop: its exit code and its
+    output; killed past ``seconds``."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        *args,
+        env=tray_env(home),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), seconds)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        out = b""
+    assert process.returncode is not None
+    return process.returncode, out
+
+
+def echo_config() -> dict[str, Any]:
+    """A config of one server, ``echo`` (tests/servers/echo.py), on any free port."""
+    return {
+        "gateway": {"port": 0},
+        "mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}},
+    }
+
+
 async def spawn_tray(
     config: Path, home: Path, log: IO[bytes], preexec: Callable[[], None] | None = None
 ) -> asyncio.subprocess.Process:

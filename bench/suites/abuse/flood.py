@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx2
 import psutil
 
-from bench.harness.files import ECHO_SCRIPT, ROOT
+from bench.harness.files import ECHO_SCRIPT
 from bench.harness.processes import children_running
-from bench.harness.tray import SERVER, server_entry, tray_env
+from bench.harness.tray import SERVER, server_entry, tray_cli_async
 from bench.suites.abuse.constants import (
     CLI_STATUS_EVERY,
     CONNECT_SECONDS,
@@ -182,23 +182,8 @@ async def probe_loop(
 
 async def cli_status(home: Path) -> int:
     """One real ``mcp-tray status --json`` on ``home`` (bounded at 30 s); its exit code."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "core.cli.main",
-        "status",
-        "--json",
-        env=tray_env(home),
-        cwd=ROOT,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        return await asyncio.wait_for(process.wait(), 30)
-    except TimeoutError:
-        process.kill()
-        return await process.wait()
+    code, _ = await tray_cli_async(home, "status", "--json")
+    return code
 
 
 async def cli_status_loop(
