@@ -8,14 +8,13 @@ import sys
 # and what follows is skipped by mypy where it does not.
 assert sys.platform != "win32", "bench/ measures POSIX machines (signals, process groups)"
 
-import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness.errors import BenchError
+from bench.harness.npm import npm_env, private_package
 from bench.suites.conformance.constants import CACHE, INSTALL_SECONDS, NODE_PACKAGE, PACKAGE
 from bench.suites.conformance.processes import Processes, log_tail
 
@@ -28,20 +27,6 @@ class Suite:
 
     def command(self, *args: str) -> list[str]:
         return [str(self.node), str(self.cli), *args]
-
-
-def _npm_env(folder: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        npm_config_cache=str(CACHE / "npm-cache"),
-        npm_config_update_notifier="false",
-        npm_config_fund="false",
-        npm_config_audit="false",
-        npm_config_loglevel="warn",
-    )
-    # The node@22 package's bin comes first, so its install script runs on Node 22 too.
-    env["PATH"] = f"{folder / 'node_modules' / '.bin'}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def ensure_suite(version: str, processes: Processes, tmp: Path) -> Suite:
@@ -57,17 +42,10 @@ def ensure_suite(version: str, processes: Processes, tmp: Path) -> Suite:
         npm = shutil.which("npm")
         if npm is None:
             raise BenchError("npm is not on PATH: install Node.js (any version) and npm first")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "package.json").write_text(
-            json.dumps(
-                {
-                    "name": "mcp-tray-conformance-cache",
-                    "private": True,
-                    "description": "The MCP conformance suite for bench/conformance.py",
-                },
-                indent=2,
-            )
-            + "\n"
+        private_package(
+            folder,
+            "mcp-tray-conformance-cache",
+            "The MCP conformance suite for bench/conformance.py",
         )
         print(f"conformance: installing {PACKAGE}@{version} and {NODE_PACKAGE} into {folder}")
         log = tmp / f"npm-install-{version}.log"
@@ -75,7 +53,7 @@ def ensure_suite(version: str, processes: Processes, tmp: Path) -> Suite:
             process = subprocess.Popen(
                 [npm, "install", "--save-exact", f"{PACKAGE}@{version}", NODE_PACKAGE],
                 cwd=folder,
-                env=_npm_env(folder),
+                env=npm_env(folder, CACHE / "npm-cache"),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -163,6 +163,43 @@ def roles(processes: dict[str, psutil.Process | None]) -> dict[str, psutil.Proce
     return {role: process for role, process in processes.items() if process is not None}
 
 
+Call = Callable[[], Awaitable[Any]]
+
+
+def era_clients(
+    prefix: str,
+    calls: tuple[Call, Call, Call],
+    *,
+    me: psutil.Process,
+    direct_echo: psutil.Process | None,
+    tray: psutil.Process,
+    tray_echo: psutil.Process | None,
+    bridge: psutil.Process | None,
+) -> dict[str, Client]:
+    """One client era's three rows: direct, through the gateway, through the bridge,
+    each with the processes one of its calls runs through ("client" is this process)."""
+    direct, gateway, through_bridge = calls
+    return {
+        f"{prefix}direct": Client(
+            f"{prefix}direct", direct, check_answer, roles({"client": me, "echo.py": direct_echo})
+        ),
+        f"{prefix}gateway": Client(
+            f"{prefix}gateway",
+            gateway,
+            check_answer,
+            roles({"client": me, "tray": tray, "echo.py": tray_echo}),
+            through_tray=True,
+        ),
+        f"{prefix}bridge": Client(
+            f"{prefix}bridge",
+            through_bridge,
+            check_answer,
+            roles({"client": me, "bridge": bridge, "tray": tray, "echo.py": tray_echo}),
+            through_tray=True,
+        ),
+    }
+
+
 async def modern_clients(
     stack: contextlib.AsyncExitStack,
     tray: Tray,
@@ -207,35 +244,15 @@ async def modern_clients(
             errlog=errlog,
         ),
     )
-    return {
-        "modern-direct": Client(
-            "modern-direct",
-            _modern_call(direct),
-            check_answer,
-            roles({"client": me, "echo.py": direct_echo}),
-        ),
-        "modern-gateway": Client(
-            "modern-gateway",
-            _modern_call(gateway),
-            check_answer,
-            roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
-            through_tray=True,
-        ),
-        "modern-bridge": Client(
-            "modern-bridge",
-            _modern_call(bridge),
-            check_answer,
-            roles(
-                {
-                    "client": me,
-                    "bridge": bridge_process,
-                    "tray": tray_process,
-                    "echo.py": tray_echo,
-                }
-            ),
-            through_tray=True,
-        ),
-    }
+    return era_clients(
+        "modern-",
+        (_modern_call(direct), _modern_call(gateway), _modern_call(bridge)),
+        me=me,
+        direct_echo=direct_echo,
+        tray=tray_process,
+        tray_echo=tray_echo,
+        bridge=bridge_process,
+    )
 
 
 async def floor_clients(

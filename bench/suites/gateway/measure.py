@@ -16,6 +16,7 @@ from bench.suites.gateway.clients import (
     Client,
     check_answer,
     cpu_seconds_of,
+    era_clients,
     floor_clients,
     modern_clients,
     open_session,
@@ -80,35 +81,15 @@ async def measure(
         tray_process = psutil.Process(tray.process.pid)
         tray_echo = psutil.Process(tray.server_pid) if tray.server_pid else None
         # The processes one call runs through; "client" is this bench process (the SDK client).
-        clients = {
-            "direct": Client(
-                "direct",
-                sdk_call(direct),
-                check_answer,
-                roles({"client": me, "echo.py": direct_echo}),
-            ),
-            "gateway": Client(
-                "gateway",
-                sdk_call(gateway),
-                check_answer,
-                roles({"client": me, "tray": tray_process, "echo.py": tray_echo}),
-                through_tray=True,
-            ),
-            "bridge": Client(
-                "bridge",
-                sdk_call(bridge),
-                check_answer,
-                roles(
-                    {
-                        "client": me,
-                        "bridge": bridge_process,
-                        "tray": tray_process,
-                        "echo.py": tray_echo,
-                    }
-                ),
-                through_tray=True,
-            ),
-        }
+        clients = era_clients(
+            "",
+            (sdk_call(direct), sdk_call(gateway), sdk_call(bridge)),
+            me=me,
+            direct_echo=direct_echo,
+            tray=tray_process,
+            tray_echo=tray_echo,
+            bridge=bridge_process,
+        )
         for name, path in AGGREGATE_PATHS.items():
             session, _ = await open_session(
                 stack, streamable_http_client(f"{tray.url}{path}", http_client=http)

@@ -20,6 +20,7 @@ from typing import IO, Any
 import psutil
 
 from bench.harness.files import ECHO_SCRIPT, ROOT
+from bench.harness.npm import npm_env, private_package
 from bench.harness.processes import CHILD_STOP_SECONDS, kill_group
 from bench.harness.tray import STOP_SECONDS
 from bench.suites.gateway.constants import (
@@ -152,30 +153,9 @@ def ensure_supergateway() -> PeerSpec:
         npm = shutil.which("npm")
         if npm is None:
             raise PeerUnavailable("npm is not on PATH (install Node.js and npm)")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "package.json").write_text(
-            json.dumps(
-                {
-                    "name": "mcp-tray-bench-peers",
-                    "private": True,
-                    "description": "Peer gateways for bench/gateway.py",
-                },
-                indent=2,
-            )
-            + "\n"
-        )
-        env = dict(os.environ)
-        env.update(
-            npm_config_cache=str(PEERS_CACHE / "npm-cache"),
-            npm_config_update_notifier="false",
-            npm_config_fund="false",
-            npm_config_audit="false",
-            npm_config_loglevel="warn",
-            # An unreachable registry fails in seconds, not minutes.
-            npm_config_fetch_retries="1",
-        )
-        # The node@22 package's bin comes first, so its install script runs on Node 22 too.
-        env["PATH"] = f"{folder / 'node_modules' / '.bin'}{os.pathsep}{env.get('PATH', '')}"
+        private_package(folder, "mcp-tray-bench-peers", "Peer gateways for bench/gateway.py")
+        # An unreachable registry fails in seconds, not minutes.
+        env = npm_env(folder, PEERS_CACHE / "npm-cache", npm_config_fetch_retries="1")
         print(f"bench: installing {wanted} into {folder} (first use)", file=sys.stderr)
         _install(
             [npm, "install", "--save-exact", *packages],
