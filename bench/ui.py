@@ -7,7 +7,7 @@ the bench itself is bench/suites/ui/ (its cli.py holds the description).
 import sys
 from pathlib import Path
 
-# Run as a script from a checkout: the checkout first on sys.path, for `bench` and `core`.
+# Run as a script from a checkout: the checkout first on sys.path, for `bench`, `core` and `app`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # It only runs where it measures (mypy skips the rest elsewhere).
