@@ -33,8 +33,7 @@ from mcp.shared.exceptions import MCPError
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results import Row, record  # noqa: E402
-
+from bench.harness.records import Row, record  # noqa: E402
 from core.settings.paths import default_paths  # noqa: E402
 from core.settings.runtime import running_instance  # noqa: E402
 

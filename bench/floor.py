@@ -32,9 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httptools
 import psutil
-from gateway import RawHttpClient
-from harness import percentile
-from results import Row, record
+
+from bench.harness.clients import RawHttpClient
+from bench.harness.files import LEAN_ECHO
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
 
 #: What this bench adds to README's "Measured" table (bench/results.py).
 ROWS: Final = (
@@ -47,8 +49,6 @@ ROWS: Final = (
 )
 RECORDED_SESSIONS: Final = 32
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-LEAN_ECHO: Final = ROOT / "bench" / "lean_echo.py"
 SESSION: Final = "floor-session"
 
 

@@ -43,13 +43,14 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from harness import percentile, tray_env
-from results import Row, record
 
+from bench.harness.files import ECHO_SCRIPT as ECHO
+from bench.harness.files import ROOT
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import tray_env
 from core.settings.paths import default_paths
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 READY_SECONDS: Final = 90.0
 PROTOCOL: Final = "2025-06-18"
 #: What this bench adds to README's "Measured" table (bench/results.py).

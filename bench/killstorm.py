@@ -48,7 +48,6 @@ import itertools
 import json
 import os
 import platform
-import shutil
 import signal
 import sys
 import tempfile
@@ -63,34 +62,31 @@ from typing import IO, Any, Final, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
-import psutil
-from harness import (
-    KEYRING_BACKEND,
-    BenchAborted,
-    bridge_pids,
-    children_running,
-    percentile,
-    result_text,
-    server_entry,
-    shape,
-    spawn_tray,
-    tagged_by,
-    tray_env,
-    trouble_in_file,
-)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from results import Row, record
 
+from bench.harness.clients import result_text
+from bench.harness.errors import BenchAborted
+from bench.harness.files import ECHO_SCRIPT, ROOT
+from bench.harness.leftovers import tell_leftovers
+from bench.harness.logs import shape
+from bench.harness.processes import bridge_pids, children_running, stop_tray
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import (
+    KEYRING_BACKEND,
+    echo_config,
+    server_entry,
+    spawn_tray,
+    tray_cli_async,
+    tray_env,
+)
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
-from core.supervision.sweep import sweep_leftovers
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-ECHO_SCRIPT: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
 DEFAULT_CALLS: Final = 1000
 DEFAULT_BRIDGES: Final = 2
@@ -132,20 +128,8 @@ class Tray:
 
     async def status(self) -> dict[str, Any] | None:
         """``mcp-tray status --json``; None when it fails."""
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "core.cli.main",
-            "status",
-            "--json",
-            env=tray_env(self.home),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(process.communicate(), 30)
-        if process.returncode != 0:
+        code, out = await tray_cli_async(self.home, "status", "--json")
+        if code != 0:
             return None
         with contextlib.suppress(ValueError):
             body = json.loads(out)
@@ -171,17 +155,7 @@ class Tray:
 
     async def stop(self) -> int | None:
         """SIGTERM and wait; SIGKILL its group as a last resort (then None)."""
-        process = self.process
-        if process is None or process.returncode is not None:
-            return None if process is None else process.returncode
-        process.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.wait_for(process.wait(), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-            return None
+        return await stop_tray(self.process, STOP_SECONDS)
 
 
 # ----------------------------------------------------------------- the sessions
@@ -507,15 +481,7 @@ def main() -> int:
         home = Path(tmp)
         paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
         config = paths.config_file
-        config.write_text(
-            json.dumps(
-                {
-                    "gateway": {"port": 0},
-                    "mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}},
-                },
-                indent=2,
-            )
-        )
+        config.write_text(json.dumps(echo_config(), indent=2))
         tray_log, bridge_log = home / "tray.log", home / "bridges-stderr.log"
         with tray_log.open("ab") as log, bridge_log.open("w") as errlog:
             tray = Tray(home, config, log)
@@ -529,29 +495,15 @@ def main() -> int:
 
         figures = report(storm, args, elapsed)
         tray_pid = tray.process.pid if tray.process is not None else -1
-        left = [f"tray pid {tray_pid}"] if psutil.pid_exists(tray_pid) else []
-        left += [f"bridge pid {pid}" for pid in storm.bridge_pids if psutil.pid_exists(pid)]
-        left += tagged_by([tray_pid])
-        swept = sweep_leftovers()
-        print(f"  left behind after the clients closed and the tray's SIGTERM: {len(left)}")
-        for line in left:
-            print(f"    {line}")
-        print(
-            f"  sweep_leftovers() ended {len(swept)} process(es); "
-            f"tagged by this run's tray afterwards: {len(tagged_by([tray_pid]))}"
+        tell_leftovers(
+            [tray_pid],
+            storm.bridge_pids,
+            [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))],
+            args.keep_logs,
+            after="the clients closed and the tray's SIGTERM",
+            trays="tray",
+            logs_named="the tray's output, the bridges' stderr, the server log",
         )
-        logs = [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))]
-        trouble = [line for path in logs for line in trouble_in_file(path)]
-        print(
-            f"  tracebacks in the tray's output, the bridges' stderr, the server log: {len(trouble)}"
-        )
-        for line in trouble[:20]:
-            print(f"    {line}")
-        if args.keep_logs is not None:
-            args.keep_logs.mkdir(parents=True, exist_ok=True)
-            for path in logs:
-                shutil.copy2(path, args.keep_logs / path.name)
-            print(f"  logs kept in {args.keep_logs}")
 
     share = figures["answered"] / args.calls
     print("targets:")

@@ -54,12 +54,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+# Run as a script from a checkout: the checkout first on sys.path, for `bench` and `core`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import httpx
 import psutil
-from harness import ROOT, spawn_tray, tray_env
-from results import Row as TableRow
-from results import record
 
+from bench.harness.files import ECHO_SCRIPT as ECHO
+from bench.harness.files import ROOT
+from bench.harness.records import Row as TableRow
+from bench.harness.records import record
+from bench.harness.tray import spawn_tray, tray_env
 from core.base.envvars import CLIENT_SESSION_ENV
 from core.protocol.eras import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -73,7 +78,6 @@ from core.settings.paths import default_paths
 from core.settings.runtime import running_instance
 from core.settings.secrets import read_token
 
-ECHO: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
 PATHS: Final = ("direct", "gateway", "modern", "bridge", "gateway-sse", "bridge-sse")
 DEFAULT_SIZES: Final = "1K,64K,1M,10M,50M,10M,1M"

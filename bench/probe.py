@@ -28,16 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway import BenchError, RawHttpClient
-
-
-async def call(client: RawHttpClient) -> float:
-    began = time.perf_counter()
-    answer = await client.call()
-    took = time.perf_counter() - began
-    if "result" not in answer or answer["result"].get("isError"):
-        raise BenchError(f"echo answered {answer!r}")
-    return took
+from bench.harness.clients import RawHttpClient, timed_call
 
 
 async def probe(url: str, token: str, interval: float, warmup: int) -> None:
@@ -48,7 +39,7 @@ async def probe(url: str, token: str, interval: float, warmup: int) -> None:
     await client.connect()
     await client.initialize()
     for _ in range(warmup):
-        await call(client)
+        await timed_call(client)
     latencies: dict[str, list[float]] = defaultdict(list)
     phase = "before"
     running = asyncio.Event()
@@ -64,7 +55,7 @@ async def probe(url: str, token: str, interval: float, warmup: int) -> None:
             reader = client.reader
             if reader is not None and reader.at_eof():
                 await client.connect()  # idle past the tray's keep-alive: the session lives on
-            latencies[phase].append(await call(client))
+            latencies[phase].append(await timed_call(client))
             due = max(due + interval, time.perf_counter())
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
 

@@ -38,8 +38,7 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from results import Row, record
-
+from bench.harness.records import Row, record
 from core.base.envvars import PLATFORM_ENV
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState

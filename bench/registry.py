@@ -28,8 +28,7 @@ from typing import Any
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from results import Row, record
-
+from bench.harness.records import Row, record
 from core.base.clock import utc_now
 from core.registry.identity import worker_identity
 from core.registry.store import WorkerRegistry

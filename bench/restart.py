@@ -54,7 +54,6 @@ import contextlib
 import json
 import os
 import platform
-import shutil
 import signal
 import sys
 import tempfile
@@ -67,31 +66,24 @@ from typing import IO, Final, TextIO
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil
-from harness import (
-    BenchAborted,
-    bridge_pids,
-    percentile,
-    result_text,
-    shape,
-    spawn_tray,
-    tagged_by,
-    tray_env,
-    trouble_in_file,
-)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
-from results import Row, record
 
+from bench.harness.clients import result_text
+from bench.harness.errors import BenchAborted
+from bench.harness.files import ROOT
+from bench.harness.leftovers import tell_leftovers
+from bench.harness.logs import shape
+from bench.harness.processes import bridge_pids, stop_tray, tagged_by, wait_or_kill_group
+from bench.harness.records import Row, record
+from bench.harness.stats import percentile
+from bench.harness.tray import echo_config, spawn_tray, tray_env
 from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import RuntimeInfo, running_instance
-from core.supervision.sweep import sweep_leftovers
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-ECHO_SCRIPT: Final = ROOT / "tests" / "servers" / "echo.py"
 SERVER: Final = "echo"
 TOOL: Final = "echo"
 DEFAULT_RESTARTS: Final = 20
@@ -170,19 +162,10 @@ class Trays:
     async def wait_exit(self) -> int | None:
         """The tray's exit code; None if it had to be killed (group) after STOP_SECONDS."""
         assert self.process is not None
-        try:
-            return await asyncio.wait_for(self.process.wait(), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            await self.process.wait()
-            return None
+        return await wait_or_kill_group(self.process, STOP_SECONDS)
 
     async def stop(self) -> int | None:
-        if self.process is None or self.process.returncode is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        return await self.wait_exit()
+        return await stop_tray(self.process, STOP_SECONDS)
 
 
 # ------------------------------------------------------------------- the client
@@ -482,15 +465,7 @@ def main() -> int:
         home = Path(tmp)
         paths = default_paths({"MCP_TRAY_HOME": str(home)}).ensure()
         config = paths.config_file
-        config.write_text(
-            json.dumps(
-                {
-                    "gateway": {"port": 0},
-                    "mcpServers": {SERVER: {"command": sys.executable, "args": [str(ECHO_SCRIPT)]}},
-                },
-                indent=2,
-            )
-        )
+        config.write_text(json.dumps(echo_config(), indent=2))
         tray_log, bridge_log = home / "trays.log", home / "bridge-stderr.log"
         with tray_log.open("ab") as log, bridge_log.open("w") as errlog:
             trays = Trays(home, config, log)
@@ -503,31 +478,15 @@ def main() -> int:
         elapsed = time.perf_counter() - began
 
         report(run, args, elapsed)
-        # What is left: the trays, the bridge, anything a tray of this run tagged.
-        left = [f"tray pid {pid}" for pid in trays.pids if psutil.pid_exists(pid)]
-        left += [f"bridge pid {pid}" for pid in run.bridge_pids if psutil.pid_exists(pid)]
-        left += tagged_by(trays.pids)
-        swept = sweep_leftovers()
-        after = tagged_by(trays.pids)
-        print(f"  left behind after the client closed and the last tray's SIGTERM: {len(left)}")
-        for line in left:
-            print(f"    {line}")
-        print(
-            f"  sweep_leftovers() ended {len(swept)} process(es); "
-            f"tagged by this run's trays afterwards: {len(after)}"
+        tell_leftovers(
+            trays.pids,
+            run.bridge_pids,
+            [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))],
+            args.keep_logs,
+            after="the client closed and the last tray's SIGTERM",
+            trays="trays",
+            logs_named="the trays' output, the bridge's stderr, the server logs",
         )
-        logs = [tray_log, bridge_log, *sorted(paths.log_dir.glob("*.log"))]
-        trouble = [line for path in logs for line in trouble_in_file(path)]
-        print(
-            f"  tracebacks in the trays' output, the bridge's stderr, the server logs: {len(trouble)}"
-        )
-        for line in trouble[:20]:
-            print(f"    {line}")
-        if args.keep_logs is not None:
-            args.keep_logs.mkdir(parents=True, exist_ok=True)
-            for path in logs:
-                shutil.copy2(path, args.keep_logs / path.name)
-            print(f"  logs kept in {args.keep_logs}")
     targets(run)
     if run.aborted:
         print(f"ABORTED: {run.aborted}")

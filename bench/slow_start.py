@@ -20,8 +20,7 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from results import Row, record
-
+from bench.harness.records import Row, record
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import default_paths

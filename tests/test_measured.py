@@ -1,8 +1,8 @@
 """README's "Measured" table is what the benches recorded, nothing typed by hand.
 
-Strategy: bench/results.py is loaded from its file (benches run as scripts,
-so it is no package). The committed records in bench/results/ are rendered
-and compared with README's table, the way ``bench/results.py --check``
+Strategy: bench/harness/records.py is imported (bench/ is a package; its
+scripts put the checkout on sys.path). The committed records in
+bench/results/ are rendered and compared with README's table, the way ``bench/results.py --check``
 does; each row must carry the command that reproduces it, its date and
 the load it ran under. ``record`` itself is run
 into a temporary folder: its figures come back through the row templates,
@@ -10,27 +10,15 @@ and a template naming a figure the bench did not give is refused at once.
 """
 
 import datetime
-import importlib.util
 import json
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from bench.harness import records as results
+
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "bench"
-
-
-def load_results() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_results", BENCH / "results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-results = load_results()
 
 
 def test_readmes_measured_table_is_what_the_committed_records_render() -> None:

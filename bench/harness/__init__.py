@@ -1,0 +1,1 @@
+"""What the benches share: nothing here measures anything by itself."""

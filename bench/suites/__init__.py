@@ -1,0 +1,1 @@
+"""The benches too large for one file, one package each; bench/NAME.py runs NAME."""

@@ -1,0 +1,1 @@
+"""The conformance bench, run by bench/conformance.py; cli.py holds its description and options."""
