@@ -185,7 +185,7 @@ RELOAD_SECONDS: Final = 10.0
 PROBE_EVERY: Final = 0.25
 PROBE_SECONDS: Final = 5.0
 TARGET_PROBE_SECONDS: Final = 1.0
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "hostile input",

@@ -36,7 +36,7 @@ from gateway import RawHttpClient
 from harness import percentile
 from results import Row, record
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "the floor: a bare Python gateway's CPU per call, 32 sessions",

@@ -183,7 +183,7 @@ DEFAULT_CALLS: Final = 2000
 DEFAULT_WARMUP: Final = 50
 DEFAULT_BLOCK: Final = 100
 TARGET_ADDED_P50_MS: Final = 1.0
-#: What this bench adds to README's "Measured" table (bench/results.py); the
+#: What this bench adds to docs/measured.md's table (bench/results.py); the
 #: floor rows (a plain HTTP client) are needed for the first figure.
 ROWS: Final = (
     Row(

@@ -441,7 +441,7 @@ def _p(values: list[float], share: float) -> float:
     return percentile(values, share) if values else float("nan")
 
 
-#: What the opens section adds to README's "Measured" table (bench/results.py), from a
+#: What the opens section adds to docs/measured.md's table (bench/results.py), from a
 #: run of this checkout at 1,000 sessions.
 OPENS_ROWS: Final = (
     Row(
@@ -600,7 +600,7 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
     return found
 
 
-#: What the calls section adds to README's "Measured" table, from this checkout's first
+#: What the calls section adds to docs/measured.md's table, from this checkout's first
 #: loop at 32 sessions (with ``--baseline``: the same run's baseline beside it).
 CALLS_ROWS: Final = (
     Row(
@@ -817,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-record",
         action="store_true",
-        help="do not keep this run's figures in bench/results/ (README's table)",
+        help="do not keep this run's figures in bench/results/ (docs/measured.md's table)",
     )
     args = parser.parse_args(argv)
     if args.tray_profile is not None:

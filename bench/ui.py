@@ -83,7 +83,7 @@ REPLY_SECONDS = 15.0
 TARGET_IDLE_CPU_PERCENT = 0.5
 TARGET_RSS_MB = 150.0
 TARGET_ROWS_CPU_PERCENT = 5.0
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS = (
     Row(
         "idle CPU, 10 servers, window open",
