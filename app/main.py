@@ -3,7 +3,7 @@
 The GUI thread runs Qt's own loop (``QApplication.exec``) and nothing else;
 the core TrayService (supervisor, gateway, registry watch, hot reload, local
 HTTP server) runs on a thread and event loop of its own
-(core.serving.core_thread; README: "The event loop" says why), reached
+(core.serving.core_thread; docs/architecture.md#the-event-loop says why), reached
 through app.core_link. One instance per user: a second launch asks the
 first to raise its window and exits 0. With no system tray available it
 says so in one line and runs headless instead.

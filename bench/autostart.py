@@ -37,7 +37,7 @@ from bench.harness.records import Row, record  # noqa: E402
 from core.settings.paths import default_paths  # noqa: E402
 from core.settings.runtime import running_instance  # noqa: E402
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS = (
     Row(
         "a client's bridge with no tray running → first answer, p50",

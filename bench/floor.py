@@ -38,7 +38,7 @@ from bench.harness.files import LEAN_ECHO
 from bench.harness.records import Row, record
 from bench.harness.stats import percentile
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "the floor: a bare Python gateway's CPU per call, 32 sessions",

@@ -53,7 +53,7 @@ from core.settings.paths import default_paths
 
 READY_SECONDS: Final = 90.0
 PROTOCOL: Final = "2025-06-18"
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "gateway p50 with the window open vs headless",

@@ -348,7 +348,7 @@ class Memory:
 # ---------------------------------------------------------------- the bench
 
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 TABLE_ROWS: Final = (
     TableRow(
         "a 50 MiB tool result",

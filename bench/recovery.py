@@ -56,7 +56,7 @@ DEFAULT_KILLS = 50
 WAIT_SECONDS = 30.0
 TARGET_EXIT_SEEN_P50_MS = 20.0
 TARGET_RECOVERY_OVER_COLD_MS = 100.0
-#: What this bench adds to README's "Measured" table (bench/results.py), by backend set.
+#: What this bench adds to docs/measured.md's table (bench/results.py), by backend set.
 ROWS = {
     "native": (
         Row(

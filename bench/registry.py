@@ -34,7 +34,7 @@ from core.registry.identity import worker_identity
 from core.registry.store import WorkerRegistry
 
 TARGET_BEATS_PER_SECOND = 2000
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS = (
     Row(
         "registry, 4 writer processes",

@@ -96,7 +96,7 @@ READY_SECONDS: Final = 60.0
 STOP_SECONDS: Final = 30.0
 #: Broken calls in a row (the client's transport failed) that end the run.
 BROKEN_IN_A_ROW: Final = 3
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "tray restarts under a client on the bridge",
@@ -406,7 +406,7 @@ def report(run: Run, args: argparse.Namespace, seconds: float) -> None:
 
 
 def figures(run: Run) -> dict[str, float | int]:
-    """The figures README's table shows (bench/results.py)."""
+    """The figures docs/measured.md's table shows (bench/results.py)."""
     counts = Counter(c.outcome for c in run.calls)
     gaps = [g for r in run.restarts if (g := gap_ms(run, r)) is not None]
     return {

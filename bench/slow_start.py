@@ -28,7 +28,7 @@ from core.supervision.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "servers" / "slow_modern.py"
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS = (
     Row(
         "a 2026-07-28 server that starts late → ready",

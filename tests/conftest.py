@@ -31,7 +31,7 @@ from tests.fakes import FakeClock
 pytest_plugins = ["tests.gateway_support"]
 
 #: Test modules about POSIX process groups and signals, not collected on Windows
-#: (the Windows job object has its own semantics, type-checked only; README: Platforms).
+#: (the Windows job object has its own semantics, type-checked only; docs/platforms.md).
 POSIX_ONLY = ["test_stop_contract.py", "test_seams.py"]
 if sys.platform == "win32":
     collect_ignore = POSIX_ONLY

@@ -188,7 +188,7 @@ def test_a_second_instance_refuses_to_start(headless: Any, tmp_path: Path) -> No
 @pytest.mark.skipif(
     sys.platform == "win32",
     reason="SIGTERM is TerminateProcess on Windows, a hard kill with no stop contract "
-    "(README: Platforms); the quit test below is the polite stop there",
+    "(docs/platforms.md); the quit test below is the polite stop there",
 )
 def test_sigterm_stops_every_child_and_grandchild_and_exits_0(
     headless: Any, tmp_path: Path

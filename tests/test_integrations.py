@@ -3,10 +3,13 @@
 Strategy: the OS is injected (``system=``), so the paths of all three are
 checked here on Linux, under a tmp_path home (and a fake ``%APPDATA%``); a
 client added to the registry for the test is then offered, without another
-line of code, by ``client-config``'s snippets, its ``--install`` plan and the
-command line's choices.
+line of code, by ``client-config``'s snippets, its ``--install`` plan, the
+command line's choices and the table of docs/clients.md. That table is
+rendered from the registry: the committed page must hold what it renders,
+and each path it shows must be the one the code resolves.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -16,16 +19,31 @@ from core.cli.clients import client_snippet
 from core.cli.install import plan_install, snippet_entries
 from core.cli.integrations import (
     CLIENTS,
+    PATHS_BEGIN,
+    PATHS_END,
+    SYSTEMS,
     Client,
     Place,
     client_config_path,
     importable_clients,
     installable_clients,
+    main,
+    page_table,
+    paths_markdown,
     snippet_targets,
 )
 from core.cli.parser import build_parser
 
 HOME = Path("/home/ada")
+CLIENTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "clients.md"
+#: How the table writes each base folder, and where it is under HOME.
+SHOWN_BASES = {
+    "~/Library/Application Support": HOME / "Library/Application Support",
+    "~/.config": HOME / ".config",
+    "%APPDATA%": HOME / "AppData/Roaming",
+    "%USERPROFILE%": HOME,
+    "~": HOME,
+}
 
 WHERE = {
     "linux": {
@@ -141,3 +159,76 @@ def test_a_client_added_to_the_registry_is_offered_everywhere_without_more_code(
 
     args = build_parser().parse_args(["client-config", "newcomer", "--install", "--dry-run"])
     assert args.client == "newcomer"
+
+
+def test_the_clients_page_holds_the_table_the_registry_renders() -> None:
+    table = page_table(CLIENTS_PAGE.read_text(encoding="utf-8"))
+
+    assert table == paths_markdown(), (
+        "docs/clients.md's table is stale: run "
+        ".venv/bin/python -m core.cli.integrations --write docs/clients.md"
+    )
+
+
+def test_each_path_the_table_shows_is_the_one_the_code_resolves() -> None:
+    rows = paths_markdown().splitlines()[2:]
+    labels = {c.label: c.id for c in CLIENTS.values()}
+
+    assert len(rows) == len(installable_clients())
+    for row in rows:
+        label, *cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        for (system, _), cell in zip(SYSTEMS, cells, strict=True):
+            shown = re.match(r"`([^`]+)`", cell)
+            assert shown is not None, cell
+            base = next(b for b in SHOWN_BASES if shown.group(1).startswith(b))
+            rest = shown.group(1)[len(base) :].replace("\\", "/").lstrip("/")
+            resolved = client_config_path(labels[label], home=HOME, system=system)
+            assert SHOWN_BASES[base] / rest == resolved, (label, system)
+
+
+def test_a_client_added_to_the_registry_gets_its_row_in_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    newcomer = Client(
+        "newcomer",
+        "New Client",
+        "new-client",
+        places={"linux": Place("home", ".newcomer/mcp.json")},
+    )
+    monkeypatch.setitem(CLIENTS, "newcomer", newcomer)
+
+    row = paths_markdown().splitlines()[-1]
+
+    assert row == (
+        "| New Client | `~/.newcomer/mcp.json` | `~/.newcomer/mcp.json` "
+        "| `%USERPROFILE%\\.newcomer\\mcp.json` |"
+    )
+
+
+def test_write_puts_the_table_between_the_markers_and_check_finds_it_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "clients.md"
+    page.write_text(
+        f"# Clients\n\n{PATHS_BEGIN}\n| old |\n{PATHS_END}\n\nafter\n", encoding="utf-8"
+    )
+
+    assert main(["--check", str(page)]) == 1
+    assert main(["--write", str(page)]) == 0
+    assert main(["--check", str(page)]) == 0
+
+    text = page.read_text(encoding="utf-8")
+    assert text == f"# Clients\n\n{PATHS_BEGIN}\n{paths_markdown()}\n{PATHS_END}\n\nafter\n"
+    assert "stale" in capsys.readouterr().out
+
+
+def test_a_page_without_the_markers_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "clients.md"
+    page.write_text("# Clients\n", encoding="utf-8")
+
+    assert main(["--write", str(page)]) == 2
+
+    assert page.read_text(encoding="utf-8") == "# Clients\n"
+    assert "markers" in capsys.readouterr().err

@@ -7,7 +7,7 @@ exist yet; the umask is 000 (the worst case: mkdir's own mode would give
 makes its folders and writes its runtime file and token; then each level
 it made is looked at; the same for a whole headless tray started under
 umask 000 (every folder under its home). POSIX modes only: on Windows the profile's ACL does
-this job (README: Platforms).
+this job (docs/platforms.md).
 """
 
 import os

@@ -4,7 +4,7 @@ Strategy: each family mcp-tray reports is put through every surface that
 weighs findings, with no process and no Qt: ``core.base.severity`` itself,
 the command line's split (what ``status`` counts and ``doctor`` exits 1 on),
 the tray's colour (app/status.py, pure), and the API row's ``severity``. They
-must agree family by family. The exit codes: README's sentence is rendered
+must agree family by family. The exit codes: docs/cli.md's sentence is rendered
 from ``core.base.exitcodes``, and no other module of core/ or app/ defines an
 exit code of its own.
 """
@@ -58,10 +58,10 @@ def test_the_cli_the_tray_and_the_api_weigh_a_family_alike(family: str, weight: 
     assert (colour is TrayColour.AMBER) == (weight is Severity.WARNING)
 
 
-def test_readme_lists_the_exit_codes_of_the_one_table() -> None:
+def test_the_command_line_page_lists_the_exit_codes_of_the_one_table() -> None:
     sentence = ", ".join(f"{code} {meaning}" for code, meaning in MEANINGS)
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    assert f"Exit codes: {sentence}." in readme
+    page = " ".join((REPO / "docs" / "cli.md").read_text(encoding="utf-8").split())
+    assert f"Exit codes: {sentence}." in page
 
 
 def test_no_module_but_exitcodes_defines_an_exit_code() -> None:

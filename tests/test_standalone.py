@@ -4,8 +4,11 @@ Strategy: read the checkout's own text files (what a clone holds, as git lists i
 code, tests, benches, docs, packaging, README, Makefile, pyproject, CI) and
 check what the project promises of them: no reference to a design document
 or folder outside the repository; every section of docs/design.md that the
-code cites exists there; the LICENSE is MIT, in the contributors' name, as
-pyproject says; no module of core/, app/ or bench/ is over 600 lines.
+code or a page cites exists there, and every link of README.md and docs/*.md,
+and every page the code names, points at a file and heading that exist
+(headings made into anchors as GitHub makes them); the LICENSE is MIT, in
+the contributors' name, as pyproject says; no module of core/, app/ or
+bench/ is over 600 lines.
 """
 
 import re
@@ -26,6 +29,15 @@ MAX_LINES: Final = 600
 # Spelled in pieces, so that this file does not match itself.
 OUTSIDE: Final = re.compile(r"\.\./" + "shared|/work/" + r"shared|\bDESIGN(?:\.md| §?\d)")
 CITED: Final = re.compile(r"docs/design\.md(?:\s*|\n#:\s*)§(\d+(?:\.\d+)?)")
+#: A section number anywhere in a page of the guide (they all cite the design).
+SECTION: Final = re.compile(r"§(\d+(?:\.\d+)?)")
+#: A markdown link or image: its target.
+LINK: Final = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+#: A page of the guide named in code, a comment or a page, with its anchor if any.
+PAGE_NAMED: Final = re.compile(r"\b(docs/[\w-]+\.md|README\.md)(?:#([\w-]+))?")
+#: A README section named in words: README, a colon or 's, then its title in quotes.
+README_SECTION: Final = re.compile('README(?::|\'s) "([^"]+)"')
+FENCE: Final = re.compile(r"^```.*?^```", re.M | re.S)
 
 
 def text_files() -> list[Path]:
@@ -71,6 +83,94 @@ def test_every_section_of_the_design_that_the_code_cites_is_in_docs() -> None:
 
     assert len(cited) > 20  # the code cites it: these are not words nobody reads
     assert {(where, section) for where, section in cited if section not in headings} == set()
+
+
+def guide_pages() -> list[Path]:
+    """README.md and every page under docs/."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def prose(path: Path) -> str:
+    """A page without its fenced code blocks (what is in them is no link)."""
+    return FENCE.sub("", path.read_text(encoding="utf-8"))
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, no punctuation, spaces as hyphens."""
+    words = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", words).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading's anchor in a page (a repeated one gets -1, -2, as GitHub does)."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", prose(path), re.M):
+        anchor, n = slug(heading), 0
+        while (anchor if n == 0 else f"{anchor}-{n}") in found:
+            n += 1
+        found.add(anchor if n == 0 else f"{anchor}-{n}")
+    return found
+
+
+def design_sections() -> set[str]:
+    return set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", DESIGN.read_text(encoding="utf-8"), re.M))
+
+
+def test_slug_makes_anchors_as_github_does() -> None:
+    assert slug("3.10 Gateway and bridge") == "310-gateway-and-bridge"
+    assert slug("Whose is it? One rule, for the server's requests") == (
+        "whose-is-it-one-rule-for-the-servers-requests"
+    )
+    assert slug("`mcp-tray quit` and the **stop**") == "mcp-tray-quit-and-the-stop"
+
+
+def test_every_section_a_page_of_the_guide_cites_is_a_section_of_the_design() -> None:
+    sections = design_sections()
+    cited = {
+        (str(page.relative_to(REPO)), section)
+        for page in guide_pages()
+        for section in SECTION.findall(prose(page))
+    }
+
+    assert len(cited) > 10
+    assert {(where, section) for where, section in cited if section not in sections} == set()
+
+
+def test_every_link_of_a_page_of_the_guide_points_at_a_file_and_heading_that_exist() -> None:
+    broken = []
+    links = 0
+    for page in guide_pages():
+        for target in LINK.findall(prose(page)):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address: not the repository's to check
+            links += 1
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+
+    assert links > 30  # the pages link to each other: this check checks something
+    assert broken == []
+
+
+def test_every_page_of_the_guide_the_code_names_exists_with_the_heading_named() -> None:
+    readme_headings = set(re.findall(r"^#{1,6} (.+)$", prose(REPO / "README.md"), re.M))
+    broken = []
+    for path in text_files():
+        text = path.read_text(encoding="utf-8")
+        for name, anchor in PAGE_NAMED.findall(text):
+            page = REPO / name
+            if not page.exists():
+                broken.append(f"{path.relative_to(REPO)}: {name} (no such page)")
+            elif anchor and anchor not in anchors(page):
+                broken.append(f"{path.relative_to(REPO)}: {name}#{anchor} (no such heading)")
+        for section in README_SECTION.findall(text):
+            if section not in readme_headings:
+                broken.append(f'{path.relative_to(REPO)}: README "{section}" (no such section)')
+
+    assert broken == []
 
 
 def test_the_license_is_mit_in_the_contributors_name_as_pyproject_says() -> None:

@@ -214,7 +214,7 @@ async def test_the_supervisor_sweeps_at_start_up(tray_home: Paths) -> None:
         leftover.wait()
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the subreaper is Linux's (README: Platforms)")
+@pytest.mark.skipif(sys.platform != "linux", reason="the subreaper is Linux's (docs/platforms.md)")
 def test_a_detached_setsid_env_i_grandchild_is_gone_after_the_trays_clean_stop(
     headless: Any, tmp_path: Path, backend: Backends
 ) -> None:

@@ -1,8 +1,8 @@
 """The exit codes of every ``mcp-tray`` command, the bridge's included.
 
-One table for all of them (README's "Command line" lists it): the CLI, the
+One table for all of them (docs/cli.md lists it): the CLI, the
 bridge, the headless service and the tray each return one of these, and a
-test keeps README's sentence equal to it.
+test keeps docs/cli.md's sentence equal to it.
 """
 
 from typing import Final
@@ -18,7 +18,7 @@ EXIT_NOT_RUNNING: Final = 3
 #: Stopped by Ctrl+C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED: Final = 130
 
-#: What README says of each, in its order.
+#: What docs/cli.md says of each, in its order.
 MEANINGS: Final = (
     (EXIT_OK, "ok"),
     (EXIT_FAILED, "the operation failed"),

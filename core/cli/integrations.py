@@ -44,8 +44,10 @@ documentation on 2026-11-30 (the OS is injected, so tests check all three):
   does not rewrite (it appends ``/mcp`` to any URL not ending so).
 """
 
+import argparse
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -305,3 +307,104 @@ def _msix_roaming(place: Place, root: Path, env: Mapping[str, str]) -> Path | No
     holding = [f for f in found if f.joinpath(*place.relative.split("/")).is_file()]
     chosen = holding or found
     return chosen[0] if chosen else None
+
+
+#: The markers around the generated table of the clients' files in a page of docs/.
+PATHS_BEGIN: Final = (
+    "<!-- client-paths:begin (python -m core.cli.integrations --write FILE renders this table) -->"
+)
+PATHS_END: Final = "<!-- client-paths:end -->"
+#: The columns of that table: ``sys.platform`` names and what readers call them.
+SYSTEMS: Final = (("linux", "Linux"), ("darwin", "macOS"), ("win32", "Windows"))
+#: How a reader writes each base folder (Windows' spelled as its variables).
+_POSIX_BASES: Final[Mapping[str, str]] = {
+    "home": "~",
+    "xdg-config": "~/.config",
+    "app-support": "~/Library/Application Support",
+    "appdata": "%APPDATA%",
+}
+_WINDOWS_BASES: Final[Mapping[str, str]] = {**_POSIX_BASES, "home": "%USERPROFILE%"}
+
+
+def shown_place(place: Place, system: str) -> str:
+    """Where ``place`` is, as a person reads it (``~/.cursor/mcp.json``,
+    ``%APPDATA%\\Code\\User\\mcp.json``), with what moves it."""
+    windows = system == "win32"
+    sep = "\\" if windows else "/"
+    base = (_WINDOWS_BASES if windows else _POSIX_BASES)[place.base]
+    text = f"`{base}{sep}{place.relative.replace('/', sep)}`"
+    if place.base == "xdg-config":
+        text += " (under `$XDG_CONFIG_HOME` when it is set)"
+    name = place.relative.rsplit("/", 1)[-1]
+    if place.folder_env:
+        moved = f"%{place.folder_env}%\\{name}" if windows else f"${place.folder_env}/{name}"
+        text += f" (`{moved}` when `{place.folder_env}` is set)"
+    if place.msix_package:
+        packaged = f"%LOCALAPPDATA%\\Packages\\{place.msix_package}_*\\LocalCache\\Roaming"
+        text += (
+            f"; installed from its MSIX package, `{packaged}{sep}{place.relative.replace('/', sep)}`"
+            " once that folder exists"
+        )
+    return text
+
+
+def paths_markdown() -> str:
+    """The table of every installable client's file on each OS, from ``CLIENTS``."""
+    lines = [
+        "| client | " + " | ".join(label for _, label in SYSTEMS) + " |",
+        "|---|" + "---|" * len(SYSTEMS),
+    ]
+    for spec in CLIENTS.values():
+        if spec.installable:
+            # A client without a place of its own on an OS is read where Linux has it
+            # there (as ``client_config_path`` does).
+            cells = [
+                shown_place(spec.places.get(system) or spec.places["linux"], system)
+                for system, _ in SYSTEMS
+            ]
+            lines.append(f"| {spec.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def page_table(text: str) -> str:
+    """What a page holds between the client-paths markers."""
+    start = text.index(PATHS_BEGIN) + len(PATHS_BEGIN)
+    return text[start : text.index(PATHS_END, start)].strip("\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the table; ``--write FILE`` puts it between FILE's markers; ``--check FILE``
+    exits 1 when FILE's table is not what the registry renders."""
+    parser = argparse.ArgumentParser(
+        prog="python -m core.cli.integrations", description=(main.__doc__ or "").split(";")[0]
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", metavar="FILE", type=Path, help="put the table into FILE")
+    mode.add_argument("--check", metavar="FILE", type=Path, help="exit 1 if FILE's table differs")
+    args = parser.parse_args(argv)
+    table = paths_markdown()
+    page: Path | None = args.write or args.check
+    if page is None:
+        print(table)
+        return 0
+    text = page.read_text(encoding="utf-8")
+    if PATHS_BEGIN not in text or PATHS_END not in text:
+        print(
+            f"{page}: no {PATHS_BEGIN!r} ... {PATHS_END!r} markers to put the table between; "
+            "add the two lines where the table belongs",
+            file=sys.stderr,
+        )
+        return 2
+    if args.check:
+        same = page_table(text) == table
+        print(f"{page}: the table is {'what the registry renders' if same else 'stale'}")
+        return 0 if same else 1
+    start = text.index(PATHS_BEGIN) + len(PATHS_BEGIN)
+    end = text.index(PATHS_END, start)
+    page.write_bytes(f"{text[:start]}\n{table}\n{text[end:]}".encode())
+    print(f"wrote the clients' files into {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

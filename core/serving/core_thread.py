@@ -1,6 +1,6 @@
 """The tray's core on a thread and an event loop of its own, apart from the GUI's.
 
-Why (README: "The event loop"): the GUI used to host core on Qt's own loop
+Why (docs/architecture.md#the-event-loop): the GUI used to host core on Qt's own loop
 through qasync. That made core the Qt loop's hostage twice over:
 
 - on Windows, asyncio needs its Proactor loop for sockets and pipes at
@@ -11,7 +11,7 @@ through qasync. That made core the Qt loop's hostage twice over:
   wakes Qt for every ``call_soon_threadsafe`` and runs asyncio's callbacks
   between Qt's events): with the window open a call took +17 % at p50 and
   +52 % of the tray's CPU over headless; with core on its own loop, within
-  a few per cent of headless on both (bench/gui_latency.py, README: Measured).
+  a few per cent of headless on both (bench/gui_latency.py, docs/measured.md).
 
 So the GUI starts ``CoreThread``: a daemon thread running a fresh event
 loop of this OS's default kind, where ``TrayService`` is built, started,
