@@ -56,6 +56,7 @@ COMMANDS: Final = {
     "profiles": ("profiles", "cmd_profiles"),
     "logs": ("servers", "cmd_logs"),
     "sessions": ("sessions", "cmd_sessions"),
+    "calls": ("calls", "cmd_calls"),
     "reset": ("sessions", "cmd_reset"),
     "doctor": ("doctor", "cmd_doctor"),
     "workers": ("doctor", "cmd_workers"),

@@ -11,11 +11,13 @@ able to drive mcp-tray through DNS rebinding).
     GET  /api/v1/servers/{name}/tools     its tools (retried after a crash or not), counts
     GET  /api/v1/sessions   POST /api/v1/sessions/{id}/reset   POST /api/v1/sessions/reset-all
     GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
+    GET  /api/v1/calls?server=&client=&tool=GLOB&outcome=&since=10m&after=SEQ&limit=N
     *    /mcp/{server}      the gateway (core.serving.gateway)
 """
 
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -27,8 +29,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.base.errors import CallError, McpTrayError, UnknownServer, UnknownSession
-from core.protocol.headers import scope_headers
+from core.protocol.headers import CLI_USER_AGENT, scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
+from core.registry.journal import CallQuery, calls_query
 from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
 from core.supervision.offer import offer_of
@@ -179,8 +182,15 @@ class ControlTarget(Protocol):
     def raise_window(self) -> bool: ...
 
     async def call_tool(
-        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None,
+        door: str = "api",
     ) -> dict[str, Any]: ...
+
+    async def calls_json(self, wanted: CallQuery) -> list[dict[str, Any]]: ...
 
 
 def control_routes(target: ControlTarget) -> list[BaseRoute]:
@@ -233,7 +243,10 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
                 "bad-request",
             )
         try:
-            result = await target.call_tool(name, body["tool"], arguments, float(timeout))
+            cli = request.headers.get("user-agent", "").startswith(CLI_USER_AGENT)
+            result = await target.call_tool(
+                name, body["tool"], arguments, float(timeout), "cli" if cli else "api"
+            )
         except UnknownServer as exc:
             return _error(404, str(exc), "unknown-server")
         except CallError as exc:
@@ -284,6 +297,13 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         body = {"profiles": target.profiles_json(), "estimate": ESTIMATE, "client_limits": limits}
         return JSONResponse(body)
 
+    async def calls(request: Request) -> Response:
+        try:
+            wanted = calls_query(request.query_params, time.time())
+        except ValueError as exc:
+            return _error(400, str(exc), "bad-request")
+        return JSONResponse({"calls": await target.calls_json(wanted)})
+
     async def raise_window(request: Request) -> Response:
         if target.raise_window():
             return JSONResponse({"ok": True})
@@ -306,6 +326,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/workers", workers, methods=["GET"]),
         Route("/api/v1/warnings", warnings, methods=["GET"]),
         Route("/api/v1/profiles", profiles, methods=["GET"]),
+        Route("/api/v1/calls", calls, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]

@@ -45,6 +45,7 @@ from core.protocol.jsonrpc import (
     LATEST_HANDSHAKE_VERSION,
     METHOD_NOT_FOUND,
 )
+from core.serving.call_journal import CallJournal, Watch, journaled
 from core.serving.fanout import CallMember, Member, Share
 from core.serving.placement import Placement, started
 from core.serving.request import Client, Request
@@ -168,6 +169,8 @@ class Pipeline:
         self._seats: dict[str, Seat] = {}
         #: Roots questions put to 2026-07-28 clients, waiting for their retries.
         self.roots_questions = RootsQuestions()
+        #: Where every request sent to a server is recorded (core.serving.call_journal).
+        self.journal = CallJournal()
 
     # ------------------------------------------------------------ sessions
 
@@ -368,6 +371,9 @@ class Pipeline:
             # Answered at once with the reset hint: nothing is placed, spawned or sent for it.
             base = self.placement.base(client.session.server)
             refused = await guarded(self.sessions, client.session, method, _never)
+            self.journal.refused(
+                client.session, client.modern, base.name, method, request.params, "breaker", ""
+            )
             return encode(refused, method, client.modern, base.catalog)
         seat = self._seats.get(client.session.id)
         try:
@@ -389,15 +395,18 @@ class Pipeline:
             return listed
         if client.modern and method == "tools/call":
             _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
+        watch = self.journal.watch(
+            client.session, client.modern, server.name, method, request.params
+        )
         result = await guarded(
             self.sessions,
             client.session,
             method,
-            lambda: self._send(request, server),
+            lambda: journaled(watch, lambda: self._send(request, server, watch)),
         )
         return encode(result, method, client.modern, server.catalog)
 
-    def caller(self, request: Request, server: ManagedServer) -> Caller:
+    def caller(self, request: Request, server: ManagedServer, watch: Watch | None = None) -> Caller:
         """Who the request is for, as the call path takes it."""
         client = request.client
         seat = self._seats.get(client.session.id)
@@ -410,12 +419,15 @@ class Pipeline:
             on_progress=reply.progress if reply.progress_token is not None else None,
             on_server_request=request.ask,
             envelope=client.envelope(level),
+            observer=watch,
         )
 
-    async def _send(self, request: Request, server: ManagedServer) -> dict[str, Any]:
+    async def _send(
+        self, request: Request, server: ManagedServer, watch: Watch | None = None
+    ) -> dict[str, Any]:
         """The request to the child (in the child's era), or the share's version of it."""
         method, params = request.method, request.params
-        caller = self.caller(request, server)
+        caller = self.caller(request, server, watch)
         client = request.client
         if method in SHARE_METHODS:
             return await self._share_request(request, server, caller)
@@ -462,18 +474,29 @@ class Pipeline:
         return await seat.share.unsubscribe(key, uri, caller)
 
     async def own_call(
-        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None,
+        door: str = "api",
     ) -> dict[str, Any]:
         """A tool call of mcp-tray's own (the command line, the window): no client behind it."""
         server = self.supervisor.server(name)
         params = {"name": tool, "arguments": dict(arguments)}
-        caller = Caller(timeout=timeout)
-        result = await server.request("tools/call", params, caller)
-        if result.get("resultType") == INPUT_REQUIRED:
-            try:
-                result = await fulfil(server, "tools/call", params, result, caller)
-            except RpcError as exc:
-                raise UpstreamError(server.name, exc.code, exc.message, exc.data) from None
+        watch = self.journal.own(server.name, "tools/call", params, door)
+        caller = Caller(timeout=timeout, observer=watch)
+
+        async def call() -> dict[str, Any]:
+            result = await server.request("tools/call", params, caller)
+            if result.get("resultType") == INPUT_REQUIRED:
+                try:
+                    result = await fulfil(server, "tools/call", params, result, caller)
+                except RpcError as exc:
+                    raise UpstreamError(server.name, exc.code, exc.message, exc.data) from None
+            return result
+
+        result = await journaled(watch, call)
         return encode(result, "tools/call", False, server.catalog)
 
 

@@ -35,6 +35,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
+from core.settings.journal_check import check_journal
 from core.settings.paths import default_paths
 from core.settings.profiles import check_profiles
 
@@ -299,7 +300,8 @@ class _Checker:
             )
         servers = {name: self.server(name, entry) for name, entry in servers_raw.items()}
         profiles = check_profiles(data.get("profiles", {}), servers, self)
-        return TrayConfig(self.path, servers, self.gateway(data), profiles)
+        journal = check_journal(data.get("journal", {}), self)
+        return TrayConfig(self.path, servers, self.gateway(data), profiles, journal)
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})

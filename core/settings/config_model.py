@@ -41,7 +41,8 @@ SERVER_KEYS: Final = (
     "sharing",
     "protocol",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "$schema")
+TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "journal", "$schema")
+JOURNAL_KEYS: Final = ("days", "max_mb", "arguments")
 GATEWAY_KEYS: Final = ("port", "max_body_bytes")
 #: Largest request body the gateway accepts unless the config says otherwise.
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -100,12 +101,23 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class JournalSettings:
+    """The ``journal`` section: what the call journal keeps (core.registry.journal)."""
+
+    days: float = 14
+    max_mb: float = 200
+    #: False: tool names only, never their arguments.
+    arguments: bool = True
+
+
+@dataclass(frozen=True)
 class TrayConfig:
     path: Path
     servers: Mapping[str, ServerConfig]
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     #: By name; ``all`` is implied (core.settings.profiles).
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
+    journal: JournalSettings = field(default_factory=JournalSettings)
 
     @property
     def enabled(self) -> list[ServerConfig]:
