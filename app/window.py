@@ -1,4 +1,5 @@
-"""The mcp-tray window: Servers (with a details pane), Workers, Sessions, Warnings, Logs.
+"""The mcp-tray window: Servers (with a details pane), Workers, Sessions, Warnings, Logs,
+Activity (app.activity).
 
 Tables are views over the thin models in app.models, behind a sort proxy so
 selection and sort survive every update. Buttons run core calls on core's
@@ -46,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.activity import ActivityTab
 from app.core_link import CoreLink
 from app.details import DetailsPane
 from app.icons import app_icon
@@ -254,6 +256,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.profiles, "Profiles")
         self.tabs.addTab(self.warnings, "Warnings")
         self.tabs.addTab(self.logs, "Logs")
+        self.activity = ActivityTab(link)
+        self.tabs.addTab(self.activity, "Activity")
         self.tabs.currentChanged.connect(lambda _: self._logs_maybe_open())
         self.config_error = QLabel()
         self.config_error.setWordWrap(True)
@@ -575,6 +579,7 @@ class MainWindow(QMainWindow):
             self._follower.close()
             self._follower = None
         self.sampler.close()
+        self.activity.close_down()
 
     def bring_up(self) -> None:
         self.show()
