@@ -48,6 +48,9 @@ checkout (``git archive main | tar -x -C DIR``) on this venv, labelled
 run (for opens, each count runs on this checkout's tray, then on the baseline's). ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
 figures then include cProfile's own cost; the others' do not).
 
+``--journal on,off`` runs one tray per mode (the call journal written, or never
+opened), interleaved the same way, and prints what the journal costs per call.
+
 Targets (issue 20): <= 2 ms of tray CPU per session opened at 1,000
 sessions; quiet within 1 s of the last open; probe p99 during a burst <=
 1.5x before it; 1,000 idle sessions <= 40 MiB of RSS and no CPU; closing
@@ -105,6 +108,16 @@ LOOP_SETUP: Final = {
     "uvloop": "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); ",
 }
 RUN_CLI: Final = "import runpy; runpy.run_module('core.cli.main', run_name='__main__')"
+#: A tray with the call journal off (``--journal off``): the same code, its journal never
+#: opened, so no call is recorded (core.serving.call_journal opens no watch without a writer).
+JOURNAL_OFF: Final = (
+    "import core.serving.service as _service; "
+    "_service.TrayService._open_journal = lambda self, loop: None; "
+)
+#: The label of a tray whose journal is off.
+JOURNAL_OFF_SUFFIX: Final = "/journal-off"
+#: Issue 26: the journal may cost at most this much more tray CPU per call.
+TARGET_JOURNAL_COST: Final = 0.10
 #: The echo server the tray serves, by name: the SDK's, or one written by hand
 #: that costs so little that the tray is what is measured.
 CHILDREN: Final = {
@@ -135,13 +148,15 @@ def registry_rows(home: Path) -> int:
 BASELINE_SUFFIX: Final = "@base"
 
 
-def runner(loop: str, baseline: Path | None, profile: Path | None = None) -> tuple[str, ...]:
+def runner(
+    loop: str, baseline: Path | None, profile: Path | None = None, journal: bool = True
+) -> tuple[str, ...]:
     """The interpreter arguments of a tray on ``loop``; with ``baseline``, running that
     checkout's ``core`` (first on sys.path, ahead of this venv's editable install); with
     ``profile``, under cProfile timed by the main thread's CPU clock (the tray serves on its
     main thread; a wall clock would charge the profile with the time the tray was not
     scheduled), its stats written there at exit."""
-    code = LOOP_SETUP[loop]
+    code = LOOP_SETUP[loop] + ("" if journal else JOURNAL_OFF)
     if baseline is not None:
         code = f"import sys; sys.path.insert(0, {str(baseline)!r}); " + code
     if profile is None:
@@ -164,8 +179,9 @@ def running_tray(
     child: str,
     baseline: Path | None = None,
     profile: Path | None = None,
+    journal: bool = True,
 ) -> Iterator[Tray]:
-    tray = Tray(home, None, runner(loop, baseline, profile), CHILDREN[child])
+    tray = Tray(home, None, runner(loop, baseline, profile, journal), CHILDREN[child])
     try:
         tray.start()
         tray.wait_ready()
@@ -662,6 +678,20 @@ def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
                 f"{paired * 100:+.1f} % (>= {TARGET_UVLOOP_SAVING * 100:g} %: {verdict})"
             )
     for label in labels:
+        off = f"{label}{JOURNAL_OFF_SUFFIX}"
+        if off not in labels:
+            continue
+        print(
+            f"  journal on vs off, {label} (tray CPU per call; target <= +{TARGET_JOURNAL_COST:.0%}):"
+        )
+        for count, by_label in results.items():
+            saving, paired = _saving(by_label[off], by_label[label])
+            verdict = "met" if max(-saving, -paired) <= TARGET_JOURNAL_COST else "NOT met"
+            print(
+                f"    {count:>3} sessions: {-saving * 100:+.1f} % CPU per call with the journal; "
+                f"paired median {-paired * 100:+.1f} % ({verdict})"
+            )
+    for label in labels:
         base = f"{label}{BASELINE_SUFFIX}"
         if base not in labels:
             continue
@@ -708,6 +738,17 @@ def _loops(text: str) -> tuple[str, ...]:
     return loops
 
 
+def _journal_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(part.strip() for part in text.split(","))
+    if (
+        not modes
+        or any(mode not in ("on", "off") for mode in modes)
+        or len(set(modes)) < len(modes)
+    ):
+        raise argparse.ArgumentTypeError(f"expected on, off or on,off; got {text!r}")
+    return modes
+
+
 def _command(*args: str) -> str:
     return " ".join([".venv/bin/python bench/scale.py", *args])
 
@@ -741,14 +782,16 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                 )
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
-            trays = {
-                loop: stack.enter_context(
-                    running_tray(
-                        homes(), loop, args.child, profile=args.tray_profile if at == 0 else None
+            trays: dict[str, Tray] = {}
+            for at, loop in enumerate(loops):
+                for journal in args.journal:
+                    label = loop if journal == "on" else f"{loop}{JOURNAL_OFF_SUFFIX}"
+                    profile = args.tray_profile if at == 0 and not trays else None
+                    trays[label] = stack.enter_context(
+                        running_tray(
+                            homes(), loop, args.child, profile=profile, journal=journal == "on"
+                        )
                     )
-                )
-                for at, loop in enumerate(loops)
-            }
             if args.baseline is not None:
                 for loop in loops:
                     trays[f"{loop}{BASELINE_SUFFIX}"] = stack.enter_context(
@@ -763,6 +806,7 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
             f"--seconds {args.seconds:g}",
             f"--loops {','.join(loops)}",
             f"--child {args.child}",
+            f"--journal {','.join(args.journal)}",
             *([f"--baseline {args.baseline}"] if args.baseline else []),
             *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
         )
@@ -812,6 +856,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="calls: run the first loop's tray under cProfile and write its stats here "
         "(cProfile's own cost inflates the figures of that tray)",
+    )
+    parser.add_argument(
+        "--journal",
+        type=_journal_modes,
+        default=("on",),
+        help="calls: on, off, or on,off (one tray each, their blocks interleaved): what the "
+        "call journal costs per call",
     )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     parser.add_argument(

@@ -7,6 +7,7 @@ reader (``calls_json``, what ``GET /api/v1/calls`` answers) and asserts the reco
 import asyncio
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,9 +15,18 @@ import pytest
 from mcp import MCPError
 
 from core.registry.journal import CallQuery
+from core.serving.call_journal import PID_RETRY_SECONDS
 from core.serving.service import TrayService
 from tests.cli_support import cli
-from tests.conftest import ECHO, python_server, wait_ready, wait_until
+from tests.conftest import (
+    CRASH_AT_START,
+    ECHO,
+    kill_hard,
+    pid_of,
+    python_server,
+    wait_ready,
+    wait_until,
+)
 from tests.gateway_support import (
     Services,
     bridge_client,
@@ -63,7 +73,7 @@ async def test_a_handshake_era_http_call_is_one_record_with_its_client_door_and_
     assert record["outcome"] == "ok"
     assert record["arguments"] == {"text": "hello journal"}
     assert record["result_head"] == "hello journal"
-    assert record["result_size"] > len("hello journal")
+    assert record["result_size"] == len("hello journal")  # the characters of its texts
     assert record["generation"] == service.supervisor.server("echo").generation
     assert record["client_name"] == "mcp"  # the SDK's clientInfo name
     assert "handshake" in record["identified_by"]
@@ -135,6 +145,9 @@ async def test_a_bridge_is_a_door_with_the_bridge_process(services: Services) ->
         await service.workers.refresh()
         # The one row not held by this process (the tray holds direct HTTP sessions' rows).
         (row,) = [r for r in service.workers_json() if r["pid"] != os.getpid()]
+        # The journal looks again once PID_RETRY_SECONDS passed (its clock, moved here).
+        now = service.journal.clock()
+        service.journal.clock = lambda: now + PID_RETRY_SECONDS
         await session.call_tool("echo", {"text": "bridged again"})
         record = await journaled(service, {"text": "bridged again"})
         assert record["pid"] == row["pid"]
@@ -188,3 +201,39 @@ async def test_get_api_v1_calls_filters_and_refuses_a_bad_parameter(services: Se
         unauthorised = await http.get(f"{service.url}/api/v1/calls")
         assert unauthorised.status_code == 401
     assert json.dumps(reply.json())  # plain JSON all the way
+
+
+async def test_a_call_replayed_after_its_child_died_is_retried_with_the_new_generation(
+    services: Services, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    service = await services.start({"echo": python_server(ECHO, ECHO_MARKER_DIR=str(markers))})
+    server = service.supervisor.server("echo")
+    await wait_ready(server)
+    async with http_client(service, "echo") as session:
+        call = asyncio.ensure_future(session.call_tool("slow_read", {"seconds": 0.5}))
+        await wait_until((markers / "slow_read.started").exists, what="slow_read to start")
+        await kill_hard(pid_of(server))
+        assert text(await asyncio.wait_for(call, 30)) == "read after 0.5"
+    record = await journaled(service, tool="slow_read")
+    assert (record["outcome"], record["generation"]) == ("retried", 2)
+
+
+async def test_calls_a_breaker_refuses_are_refused_by_the_breaker_in_the_journal(
+    services: Services,
+) -> None:
+    service = await services.start({"broken": python_server(CRASH_AT_START)})
+    async with http_client(service, "broken") as session:
+        for _ in range(4):
+            await session.call_tool("anything", {})
+    refused = await journaled(service, outcome="refused")
+    assert (refused["refused_by"], refused["server"], refused["tool"]) == (
+        "breaker",
+        "broken",
+        "anything",
+    )
+    every = await service.calls_json(CallQuery())
+    # Each death said so; then the server's breaker (its session's next) refused at once.
+    assert [r["outcome"] for r in every] == ["exited", "exited", "exited", "refused"]
+    assert "do NOT retry now" in every[-1]["detail"]

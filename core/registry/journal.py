@@ -20,13 +20,14 @@ time in its name, a new one is started, and the caller is told in one line
 """
 
 import contextlib
-import dataclasses
+import functools
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,36 +51,27 @@ JOURNAL_DAMAGED_FAMILY: Final = "journal-damaged"
 MAX_LIMIT: Final = 10000
 BUSY_TIMEOUT_SECONDS: Final = 5.0
 
-_COLUMNS: Final = (
-    "id",
-    "started",
-    "duration_ms",
-    "client",
-    "client_name",
-    "pid",
-    "identified_by",
-    "session",
-    "door",
-    "server",
-    "generation",
-    "method",
-    "tool",
-    "arguments",
-    "outcome",
-    "refused_by",
-    "error_code",
-    "detail",
-    "result_size",
-    "result_head",
-    "trace_id",
-)
+#: The columns, in CallRecord's order (``seq`` is the rowid).
+_COLUMNS: Final = CallRecord._fields[:-1]
 _SCHEMA: Final = f"""
 CREATE TABLE IF NOT EXISTS calls (seq INTEGER PRIMARY KEY, {", ".join(_COLUMNS)});
-CREATE INDEX IF NOT EXISTS calls_started ON calls (started);
 """
-_INSERT: Final = (
-    f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
-)
+#: Rows per INSERT statement, at most (a power of two: few statement texts to prepare).
+ROWS_PER_STATEMENT: Final = 256
+
+
+def _chunk(left: int) -> int:
+    """The largest power of two up to ``ROWS_PER_STATEMENT`` that ``left`` rows fill."""
+    return min(ROWS_PER_STATEMENT, 1 << (left.bit_length() - 1))
+
+
+@functools.lru_cache(maxsize=16)
+def _insert(rows: int) -> str:
+    """``rows`` records in one statement, in CallRecord's order: its fields, then ``seq``.
+    No index but the rowid: each insert stays an append (retention and ``since`` scan;
+    both are rare)."""
+    row = f"({', '.join('?' * (len(_COLUMNS) + 1))})"
+    return f"INSERT INTO calls ({', '.join(_COLUMNS)}, seq) VALUES {', '.join([row] * rows)}"
 
 
 class Retention(Protocol):
@@ -153,21 +145,30 @@ class JournalStore:
     def close(self) -> None:
         self._conn.close()
 
-    def write(self, records: Iterable[CallRecord]) -> list[CallRecord]:
-        """Write records in one transaction; they come back with their ``seq``."""
+    def next_seq(self) -> int:
+        """The ``seq`` the next record gets (the one writer numbers its records itself)."""
+        return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM calls").fetchone()[0]) + 1
+
+    def write(self, records: list[CallRecord]) -> list[CallRecord]:
+        """Write numbered records in one transaction."""
         conn = self._conn
-        written = []
         conn.execute("BEGIN")
         try:
-            for record in records:
-                cursor = conn.execute(_INSERT, [getattr(record, c) for c in _COLUMNS])
-                written.append(_with_seq(record, cursor.lastrowid or 0))
+            start = 0
+            while start < len(records):
+                # Many rows per statement: sqlite3 lets go of the GIL for each step, and
+                # a step per row (executemany) made the event loop's thread wait for it
+                # back around every one of its own system calls.
+                size = _chunk(len(records) - start)
+                chunk = records[start : start + size]
+                conn.execute(_insert(size), [value for record in chunk for value in record])
+                start += size
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        return written
+        return records
 
     def prune(self, now: float, retention: Retention) -> int:
         """Drop what the retention no longer keeps; how many records went."""
@@ -224,10 +225,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _with_seq(record: CallRecord, seq: int) -> CallRecord:
-    return dataclasses.replace(record, seq=seq)
-
-
 def run_query(conn: sqlite3.Connection, wanted: CallQuery) -> list[CallRecord]:
     """The records ``wanted`` names: the newest ``limit`` of them, oldest first
     (a follower's page, ``after``, is the oldest ``limit`` after it)."""
@@ -261,7 +258,7 @@ def run_query(conn: sqlite3.Connection, wanted: CallQuery) -> list[CallRecord]:
         f"SELECT seq, {', '.join(_COLUMNS)} FROM calls {clause} ORDER BY seq {order} LIMIT ?",
         [*values, limit],
     ).fetchall()
-    records = [CallRecord(**dict(zip(_COLUMNS, row[1:], strict=True)), seq=row[0]) for row in rows]
+    records = [CallRecord._make((*row[1:], row[0])) for row in rows]
     return records if order == "ASC" else records[::-1]
 
 
@@ -301,6 +298,8 @@ class JournalWriter:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcp-tray:journal", daemon=True)
         self._pruned = float("-inf")
+        #: Each record's id: its seq, after this tray's (pid, start): unique across files.
+        self._prefix = f"{os.getpid():x}{int(time.time()):x}-"
         self._last_failure = ""
 
     def start(self) -> None:
@@ -352,7 +351,13 @@ class JournalWriter:
         retention = self._retention()
         secrets = self._secrets()
         try:
-            records = [complete(s, secrets, keep_arguments=retention.arguments) for s in batch]
+            keep = retention.arguments
+            prefix = self._prefix
+            first = self._guarded(self.store.next_seq)
+            records = [
+                complete(s, secrets, keep_arguments=keep, id=f"{prefix}{seq}", seq=seq)
+                for seq, s in enumerate(batch, first)
+            ]
             written: list[CallRecord] = self._guarded(lambda: self.store.write(records))
         except Exception as exc:
             self._failed("could not write the call journal", exc)

@@ -20,12 +20,12 @@ Stdlib only; no I/O.
 """
 
 import contextlib
+import functools
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 #: How a call ended. ``refused`` says by whom in ``refused_by``; ``denied`` and
 #: ``timeout`` include an approval that was denied or never answered.
@@ -56,11 +56,9 @@ SECRET_KEY_RE: Final = re.compile(
 MIN_SECRET_CHARS: Final = 4
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """A call as the loop saw it end: raw, nothing computed."""
+class Seen(NamedTuple):
+    """A call as the loop saw it end: raw, nothing computed (a tuple: the cheapest to make)."""
 
-    id: str
     #: UTC seconds since the epoch at its start.
     started: float
     duration_ms: float
@@ -83,9 +81,8 @@ class Seen:
     trace_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One call, as the journal keeps it."""
+class CallRecord(NamedTuple):
+    """One call, as the journal keeps it (a tuple: written to sqlite as it is)."""
 
     id: str
     started: float
@@ -149,49 +146,79 @@ class CallRecord:
         }
 
 
-def complete(seen: Seen, secrets: Collection[str], *, keep_arguments: bool) -> CallRecord:
+#: One encoder for every record (``json.dumps`` with options makes a new one per call).
+_encode: Final = json.JSONEncoder(ensure_ascii=False).encode
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
+_SEQUENCES: Final = (list, tuple)
+
+
+@functools.lru_cache(maxsize=1024)
+def secret_key(key: str) -> bool:
+    """Whether a key looks like it holds a secret (keys repeat: the verdict is kept)."""
+    return SECRET_KEY_RE.search(key) is not None
+
+
+def complete(
+    seen: Seen, secrets: Collection[str], *, keep_arguments: bool, id: str = "", seq: int = 0
+) -> CallRecord:
     """What the journal keeps of a call (on the writer thread: this is the costly part)."""
     arguments = None
     if keep_arguments and seen.arguments is not None:
-        arguments = cut(json.dumps(redact(seen.arguments, secrets), ensure_ascii=False))
+        arguments = cut(_encode(redact(seen.arguments, secrets)))
     size, head = result_summary(seen.result)
+    detail = seen.detail
+    if secrets:
+        detail, head = scrub(detail, secrets), scrub(head, secrets)
     return CallRecord(
-        id=seen.id,
-        started=seen.started,
-        duration_ms=seen.duration_ms,
-        client=seen.client,
-        client_name=seen.client_name,
-        pid=seen.pid,
-        identified_by=seen.identified_by,
-        session=seen.session,
-        door=seen.door,
-        server=seen.server,
-        generation=seen.generation,
-        method=seen.method,
-        tool=seen.tool,
-        arguments=arguments,
-        outcome=seen.outcome,
-        refused_by=seen.refused_by,
-        error_code=seen.error_code,
-        detail=scrub(seen.detail, secrets)[:DETAIL_CHARS],
-        result_size=size,
-        result_head=scrub(head, secrets),
-        trace_id=seen.trace_id,
+        id,
+        seen.started,
+        seen.duration_ms,
+        seen.client,
+        seen.client_name,
+        seen.pid,
+        seen.identified_by,
+        seen.session,
+        seen.door,
+        seen.server,
+        seen.generation,
+        seen.method,
+        seen.tool,
+        arguments,
+        seen.outcome,
+        seen.refused_by,
+        seen.error_code,
+        detail[:DETAIL_CHARS],
+        size,
+        head,
+        seen.trace_id,
+        seq,
     )
 
 
 def redact(value: object, secrets: Collection[str]) -> object:
     """``value`` with secret-looking keys' values and keyring secrets replaced."""
-    if isinstance(value, Mapping):
-        return {
-            str(key): REDACTED if SECRET_KEY_RE.search(str(key)) else redact(item, secrets)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(item, secrets) for item in value]
     if isinstance(value, str):
-        return scrub(value, secrets)
+        return scrub(value, secrets) if secrets else value
+    if isinstance(value, dict):  # before Mapping: an ABC check costs ten times more
+        return _redact_map(value, secrets)
+    if isinstance(value, _SEQUENCES):
+        return [redact(item, secrets) for item in value]
+    if isinstance(value, Mapping):
+        return _redact_map(value, secrets)
     return value
+
+
+def _redact_map(value: Mapping[Any, Any], secrets: Collection[str]) -> dict[str, object]:
+    kept: dict[str, object] = {}
+    for key, item in value.items():
+        name = key if isinstance(key, str) else str(key)
+        if secret_key(name):
+            kept[name] = REDACTED
+        elif type(item) in _SCALARS or (not secrets and isinstance(item, str)):
+            kept[name] = item
+        else:
+            kept[name] = redact(item, secrets)
+    return kept
 
 
 def scrub(text: str, secrets: Collection[str]) -> str:
@@ -204,6 +231,8 @@ def scrub(text: str, secrets: Collection[str]) -> str:
 
 def cut(text: str, limit: int = ARGUMENTS_BYTES) -> str:
     """``text`` up to ``limit`` UTF-8 bytes, then the mark saying how long it was."""
+    if len(text) <= limit // 4:  # no character takes more than 4 bytes
+        return text
     encoded = text.encode()
     if len(encoded) <= limit:
         return text
@@ -212,37 +241,49 @@ def cut(text: str, limit: int = ARGUMENTS_BYTES) -> str:
 
 
 def result_summary(result: Mapping[str, Any] | None) -> tuple[int, str]:
-    """The result's size (its JSON, in bytes) and its first lines."""
+    """The result's size (the characters of its texts and data, not its JSON: that would
+    encode every result once more) and its first lines."""
     if result is None:
         return 0, ""
-    try:
-        size = len(json.dumps(result, ensure_ascii=False).encode())
-    except (TypeError, ValueError):
-        size = 0
-    parts: list[str] = []
     content = result.get("content")
+    if isinstance(content, list) and len(content) == 1:
+        # Most results: one text block.
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                return len(text), cut(text, RESULT_HEAD_BYTES)
+    size = 0
+    parts: list[str] = []
     if isinstance(content, list):
         for block in content:
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
+                text = str(block.get("text", ""))
+                size += len(text)
+                parts.append(text)
             else:
+                data = block.get("data") or block.get("blob") or ""
+                size += len(data) if isinstance(data, str) else 0
                 parts.append(f"[{block.get('type')} {block.get('mimeType') or ''}]".strip())
-    for key in ("contents", "messages"):  # resources/read, prompts/get
-        items = result.get(key)
-        if isinstance(items, list):
-            for item in items:
-                if isinstance(item, Mapping):
-                    text = item.get("text")
-                    inner = item.get("content")
-                    if isinstance(inner, Mapping):
-                        text = inner.get("text", text)
-                    if isinstance(text, str):
-                        parts.append(text)
-    head = "\n".join(parts) if parts else ""
+    else:
+        for key in ("contents", "messages"):  # resources/read, prompts/get
+            items = result.get(key)
+            if isinstance(items, list):
+                for item in items:
+                    if isinstance(item, dict):
+                        found = item.get("text")
+                        inner = item.get("content")
+                        if isinstance(inner, dict):
+                            found = inner.get("text", found)
+                        if isinstance(found, str):
+                            size += len(found)
+                            parts.append(found)
+    head = "\n".join(parts) if len(parts) != 1 else parts[0]
     if not head and "structuredContent" in result:
-        head = json.dumps(result["structuredContent"], ensure_ascii=False)
+        head = _encode(result["structuredContent"])
+        size = len(head)
     return size, cut(head, RESULT_HEAD_BYTES)
 
 

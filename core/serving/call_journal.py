@@ -23,8 +23,7 @@ error that carries ``journal_outcome = (outcome, refused_by)``.
 """
 
 import asyncio
-import itertools
-import os
+import math
 import re
 import time
 from collections import deque
@@ -54,6 +53,12 @@ _NAME_METHODS: Final = frozenset({"tools/call", "prompts/get"})
 _EXITED: Final = ("exited", "exited-again", "exited-mid-call")
 
 Subscriber = Callable[[list[CallRecord]], None]
+#: (client, its name, pid, how identified, session id, door).
+Who = tuple[str, str, int | None, str, str, str]
+#: Sessions whose description is remembered (then forgotten all at once: rebuilt on use).
+KNOWN_SESSIONS: Final = 4096
+#: A bridge whose worker row is not in the tray's copy yet is looked for again this often.
+PID_RETRY_SECONDS: Final = 2.0
 
 
 def target_of(method: str, params: Mapping[str, Any] | None) -> str:
@@ -104,7 +109,7 @@ class Watch:
     def __init__(
         self,
         journal: "CallJournal",
-        who: tuple[str, str, int | None, str, str, str],
+        who: Who,
         server: str,
         method: str,
         params: Mapping[str, Any] | None,
@@ -157,25 +162,24 @@ class Watch:
                 arguments = {k: v for k, v in params.items() if k != "_meta"} or None
         self._journal.put(
             Seen(
-                id=self._journal.next_id(),
-                started=self._started,
-                duration_ms=(time.perf_counter() - self._t0) * 1000,
-                client=client,
-                client_name=name,
-                pid=pid,
-                identified_by=identified_by,
-                session=session,
-                door=door,
-                server=self.server,
-                generation=self.generation,
-                method=self.method,
-                tool=target_of(self.method, params),
-                arguments=arguments,
-                outcome=outcome,
-                refused_by=refused_by,
-                error_code=code,
-                detail=detail,
-                result=result,
+                self._started,
+                (time.perf_counter() - self._t0) * 1000,
+                client,
+                name,
+                pid,
+                identified_by,
+                session,
+                door,
+                self.server,
+                self.generation,
+                self.method,
+                target_of(self.method, params),
+                arguments,
+                outcome,
+                refused_by,
+                code,
+                detail,
+                result,
             )
         )
 
@@ -189,11 +193,10 @@ class CallJournal:
         self.pid_of: Callable[[str], int | None] = lambda identity: None
         self.recent: deque[CallRecord] = deque(maxlen=RECENT_RECORDS)
         self._subscribers: list[Subscriber] = []
-        self._ids = itertools.count(1)
-        self._prefix = f"{os.getpid():x}{int(time.time()):x}-"
-
-    def next_id(self) -> str:
-        return f"{self._prefix}{next(self._ids)}"
+        self._known: dict[tuple[str, bool, str, int | None, str], Who] = {}
+        #: Monotonic seconds, for when to look for a bridge's pid again (a seam for tests).
+        self.clock: Callable[[], float] = time.monotonic
+        self._pid_retry: dict[str, float] = {}
 
     def put(self, seen: Seen) -> None:
         if self.writer is not None:
@@ -236,13 +239,35 @@ class CallJournal:
         if watch is not None:
             watch._end("refused", refused_by, None, detail, None)
 
-    def _who(
-        self, session: ClientSession, modern: bool
-    ) -> tuple[str, str, int | None, str, str, str]:
-        """(client, its name, pid, how identified, session id, door) of a client session."""
+    def _who(self, session: ClientSession, modern: bool) -> Who:
+        """(client, its name, pid, how identified, session id, door) of a client session:
+        worked out once per session and what it knows (names are folded, pids looked up)."""
         bridge = session.kind == "bridge"
         if bridge and session.pid is None and session.worker_identity:
-            session.pid = self.pid_of(session.worker_identity)
+            self._look_up_pid(session, session.worker_identity)
+        key = (session.id, modern, session.client_name, session.pid, session.via)
+        who = self._known.get(key)
+        if who is None:
+            if len(self._known) >= KNOWN_SESSIONS:
+                self._known.clear()
+            who = self._known[key] = self._work_out(session, modern, bridge)
+        return who
+
+    def _look_up_pid(self, session: ClientSession, identity: str) -> None:
+        """A bridge's pid, from the tray's copy of the worker registry (its row may come
+        a moment after its first call): looked for again at most every ``PID_RETRY_SECONDS``."""
+        now = self.clock()
+        if now < self._pid_retry.get(identity, -math.inf):
+            return
+        session.pid = self.pid_of(identity)
+        if session.pid is None:
+            if len(self._pid_retry) >= KNOWN_SESSIONS:
+                self._pid_retry.clear()
+            self._pid_retry[identity] = now + PID_RETRY_SECONDS
+        else:
+            self._pid_retry.pop(identity, None)
+
+    def _work_out(self, session: ClientSession, modern: bool, bridge: bool) -> Who:
         if session.identified_by:
             identified_by = session.identified_by
         elif bridge:
