@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.base.errors import ConfigError
+from core.base.errors import CallError, ConfigError
 from core.registry.journal import (
     JOURNAL_DAMAGED_FAMILY,
     JOURNAL_FILE,
@@ -35,7 +35,8 @@ from core.registry.journal_rows import (
     complete,
     parse_since,
 )
-from core.serving.call_journal import keyring_values
+from core.serving.call_journal import CallJournal, keyring_values, outcome_of
+from core.serving.sessions import ClientSession
 from core.settings.config import load_config
 from core.settings.config_model import JournalSettings
 from core.settings.secrets import KEYRING_SERVICE
@@ -348,3 +349,44 @@ async def test_arguments_false_is_hot_reloaded_and_keeps_tool_names_only(
     assert records[-1]["arguments"] is None
     assert records[-1]["tool"] == "echo"
     assert time.time() - 60 < parse_since(records[-1]["time"], 0) <= time.time()
+
+
+def test_outcomes_that_approvals_and_held_tools_give_are_recorded_as_given(
+    tmp_path: Path,
+) -> None:
+    class Denied(CallError):
+        journal_outcome = ("denied", "approval")
+
+    assert outcome_of(Denied("echo", "the person said no")) == ("denied", "approval", None)
+    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
+    writer = JournalWriter(
+        store,
+        retention=JournalSettings,
+        secrets=frozenset,
+        on_written=lambda records: None,
+        on_warning=lambda text: None,
+        batch_seconds=0.01,
+    )
+    journal = CallJournal()
+    journal.writer = writer
+    writer.start()
+    session = ClientSession(id="s1", server="echo", kind="http", client_name="cursor-vscode")
+    held = journal.watch(session, False, "echo", "tools/call", {"name": "rm", "arguments": {}})
+    assert held is not None
+    held.settle("refused", "tool-change")
+    held.done({"content": [{"type": "text", "text": "held for review"}], "isError": True})
+    timed_out = journal.watch(session, True, "echo", "tools/call", {"name": "rm"})
+    assert timed_out is not None
+    timed_out.failed(
+        type("Late", (CallError,), {"journal_outcome": ("timeout", "approval")})(
+            "echo", "nobody answered"
+        )
+    )
+    writer.stop()
+    records = read_calls(tmp_path / JOURNAL_FILE, CallQuery())
+    assert [(r.outcome, r.refused_by) for r in records] == [
+        ("refused", "tool-change"),
+        ("timeout", "approval"),
+    ]
+    assert records[0].client == "Cursor" and "handshake" in records[0].identified_by
+    assert "2026-07-28" in records[1].identified_by

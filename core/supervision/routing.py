@@ -59,6 +59,10 @@ class CallObserver(Protocol):
         """It is sent to the child of ``generation``; ``replay``: again, after a crash."""
         ...
 
+    def settle(self, outcome: str, refused_by: str = "") -> None:
+        """How it ended, where its answer does not say (``denied`` by ``approval``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Caller:
