@@ -1,4 +1,5 @@
-"""The mcp-tray window: Servers (with a details pane), Workers, Sessions, Warnings, Logs.
+"""The mcp-tray window: Servers (with a details pane), Workers, Sessions, Warnings, Logs,
+Activity (app.activity).
 
 Tables are views over the thin models in app.models, behind a sort proxy so
 selection and sort survive every update. Buttons run core calls on core's
@@ -46,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.activity import ActivityTab
 from app.approvals import ApprovalsTab
 from app.core_link import CoreLink
 from app.details import DetailsPane
@@ -256,6 +258,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.profiles, "Profiles")
         self.tabs.addTab(self.warnings, "Warnings")
         self.tabs.addTab(self.logs, "Logs")
+        self.activity = ActivityTab(link)
+        self.tabs.addTab(self.activity, "Activity")
         self.approvals = ApprovalsTab(link, lambda text: self.statusBar().showMessage(text, 8000))
         self.tabs.addTab(self.approvals, "Approvals")
         self.tabs.currentChanged.connect(lambda _: self._logs_maybe_open())
@@ -581,6 +585,7 @@ class MainWindow(QMainWindow):
             self._follower.close()
             self._follower = None
         self.sampler.close()
+        self.activity.close_down()
 
     def bring_up(self) -> None:
         self.show()

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from core.base.errors import CommandError, McpTrayError, NotRunning
 from core.base.exitcodes import EXIT_FAILED
+from core.protocol.headers import CLI_USER_AGENT
 from core.settings.paths import Paths
 from core.settings.runtime import RuntimeInfo, running_instance
 
@@ -67,7 +68,12 @@ class ControlClient:
         connection = http.client.HTTPConnection(
             "127.0.0.1", self.info.port, timeout=timeout or self.timeout
         )
-        headers = {"Authorization": f"Bearer {self._token}", "Host": f"127.0.0.1:{self.info.port}"}
+        headers = {
+            "Authorization": f"Bearer {self._token}",
+            "Host": f"127.0.0.1:{self.info.port}",
+            # The call journal tells `mcp-tray call` from other users of the API by it.
+            "User-Agent": CLI_USER_AGENT,
+        }
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()

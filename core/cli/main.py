@@ -58,6 +58,7 @@ COMMANDS: Final = {
     "profiles": ("profiles", "cmd_profiles"),
     "logs": ("servers", "cmd_logs"),
     "sessions": ("sessions", "cmd_sessions"),
+    "calls": ("calls", "cmd_calls"),
     "reset": ("sessions", "cmd_reset"),
     "approvals": ("approvals", "cmd_approvals"),
     "approve": ("approvals", "cmd_approve"),

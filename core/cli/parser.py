@@ -13,6 +13,7 @@ from core import __version__
 from core.base.errors import CommandError
 from core.base.exitcodes import EXIT_USAGE
 from core.cli.integrations import importable_clients, snippet_targets
+from core.registry.journal_rows import OUTCOMES
 from core.settings.config import valid_server_name
 
 #: After respawn/start, how long the CLI waits by default for the server to
@@ -130,6 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="each profile (and all): servers, tools, estimated tokens, limits passed",
     )
     profiles.add_argument("--json", action="store_true", help="machine-readable output")
+
+    calls = commands.add_parser(
+        "calls", help="the call journal: every call through mcp-tray, who made it, how it ended"
+    )
+    calls.add_argument("--server", help="only this server's calls")
+    calls.add_argument("--client", help="only this client's calls (e.g. 'Claude Code')")
+    calls.add_argument("--tool", metavar="GLOB", help="only tools (or URIs, prompts) matching")
+    calls.add_argument("--outcome", choices=OUTCOMES, help="only calls that ended so")
+    calls.add_argument(
+        "--since", metavar="WHEN", help="only calls since: 90 (s), 10m, 2h, 3d or an ISO time"
+    )
+    calls.add_argument(
+        "--limit", type=_line_count, default=100, help="at most this many, newest (default 100)"
+    )
+    calls.add_argument("--follow", action="store_true", help="keep printing new calls")
+    calls.add_argument("--json", action="store_true", help="machine-readable output")
 
     commands.add_parser("token", help="print the local API bearer token")
     commands.add_parser(

@@ -23,6 +23,10 @@ WORKER_HEADER: Final = "x-mcp-tray-worker"
 #: (concurrent POSTs may arrive in any order; the gateway restores this one).
 SEQUENCE_HEADER: Final = "x-mcp-tray-seq"
 
+#: The ``User-Agent`` of ``mcp-tray``'s own commands: the call journal names
+#: ``mcp-tray call`` as its door (``cli``), other users of the API as ``api``.
+CLI_USER_AGENT: Final = "mcp-tray-cli"
+
 #: ``error.data.reason`` of the answer to a request cut because mcp-tray is
 #: shutting down: a bridge treats it as the tray going away (it reconnects,
 #: and repeats the request when that is safe) rather than as the server's answer.

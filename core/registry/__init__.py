@@ -12,7 +12,8 @@ Read in this order:
 - ``workers_view``: rows and findings as the CLI, API and tray show them;
 - ``session_claims``: whether each client session's row still holds it;
 - ``registry_copy``: the tray's copy of every row and session verdict;
-- ``worker_watch``: the tray's side: HTTP-session rows, keeping the copy, warnings.
+- ``worker_watch``: the tray's side: HTTP-session rows, keeping the copy, warnings;
+- ``journal_rows``, ``journal``: the call journal's records and its file (a writer thread).
 
 It imports only ``core.base`` and ``core.__version__`` from the rest of core.
 """

@@ -367,7 +367,21 @@ class Aggregate:
     ) -> dict[str, Any]:
         client = request.client
         method = request.method
-        server, params = self._route(view, method, request.params)
+        try:
+            server, params = self._route(view, method, request.params)
+        except RpcError as exc:
+            if view.name != ALL_PROFILE and method in ("tools/call", "prompts/get"):
+                named = str(request.params.get("name") or "")
+                self.pipeline.journal.refused(
+                    parent.session,
+                    client.modern,
+                    named.partition("__")[0] if "__" in named else "",
+                    method,
+                    request.params,
+                    "profile",
+                    exc.message,
+                )
+            raise
         link = parent.links.get(server) or await self.link(parent, server, request)
         routed = Request(
             link.client(client), method, params, request.reply, request.ask, request.headers

@@ -13,6 +13,7 @@ able to drive mcp-tray through DNS rebinding).
     GET  /api/v1/workers    GET  /api/v1/warnings              GET  /metrics
     GET  /api/v1/approvals  POST /api/v1/approvals/{id}/approve {"scope": once|session|always}
     POST /api/v1/approvals/{id}/deny   POST /api/v1/approvals/revoke {"server": ..., "tool": ...}
+    GET  /api/v1/calls?server=&client=&tool=GLOB&outcome=&since=10m&after=SEQ&limit=N
     *    /mcp/{server}      the gateway (core.serving.gateway)
 """
 
@@ -20,6 +21,7 @@ import functools
 import hmac
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -32,8 +34,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.base.errors import ApprovalError, CallError, McpTrayError, UnknownServer, UnknownSession
 from core.base.loopback import LOOPBACK_HOSTS
 from core.base.verdict import SCOPES
-from core.protocol.headers import scope_headers
+from core.protocol.headers import CLI_USER_AGENT, scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
+from core.registry.journal import CallQuery, calls_query
 from core.serving.approvals import Approvals
 from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
 from core.serving.sessions import SessionTable
@@ -206,8 +209,15 @@ class ControlTarget(Protocol):
     def quit(self) -> bool: ...
 
     async def call_tool(
-        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None,
+        door: str = "api",
     ) -> dict[str, Any]: ...
+
+    async def calls_json(self, wanted: CallQuery) -> list[dict[str, Any]]: ...
 
 
 def control_routes(target: ControlTarget) -> list[BaseRoute]:
@@ -260,7 +270,10 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
                 "bad-request",
             )
         try:
-            result = await target.call_tool(name, body["tool"], arguments, float(timeout))
+            cli = request.headers.get("user-agent", "").startswith(CLI_USER_AGENT)
+            result = await target.call_tool(
+                name, body["tool"], arguments, float(timeout), "cli" if cli else "api"
+            )
         except UnknownServer as exc:
             return _error(404, str(exc), "unknown-server")
         except CallError as exc:
@@ -310,6 +323,13 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         limits = [limit._asdict() for limit in CLIENT_TOOL_LIMITS]
         body = {"profiles": target.profiles_json(), "estimate": ESTIMATE, "client_limits": limits}
         return JSONResponse(body)
+
+    async def calls(request: Request) -> Response:
+        try:
+            wanted = calls_query(request.query_params, time.time())
+        except ValueError as exc:
+            return _error(400, str(exc), "bad-request")
+        return JSONResponse({"calls": await target.calls_json(wanted)})
 
     async def raise_window(request: Request) -> Response:
         if target.raise_window():
@@ -385,6 +405,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
         Route("/api/v1/workers", workers, methods=["GET"]),
         Route("/api/v1/warnings", warnings, methods=["GET"]),
         Route("/api/v1/profiles", profiles, methods=["GET"]),
+        Route("/api/v1/calls", calls, methods=["GET"]),
         Route("/api/v1/ui/raise", raise_window, methods=["POST"]),
         Route("/api/v1/quit", quit_tray, methods=["POST"]),
         Route("/api/v1/approvals", approvals, methods=["GET"]),

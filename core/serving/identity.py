@@ -247,6 +247,8 @@ class StatelessClients:
                 kind="bridge" if bridge else "http",
                 worker_identity=bridge,
             )
+            if process is not None:
+                session.pid, session.identified_by = process[0], "client process"
             seated = StatelessSession(session, identity, process)
             session.release = lambda: self.pipeline.release(session)
             self._sessions[key] = seated

@@ -53,6 +53,7 @@ from core.protocol.jsonrpc import (
     METHOD_NOT_FOUND,
 )
 from core.serving.approvals import Approvals
+from core.serving.call_journal import CallJournal, Watch, journaled
 from core.serving.fanout import CallMember, Member, Share
 from core.serving.placement import Placement, started
 from core.serving.request import Client, Request
@@ -185,6 +186,8 @@ class Pipeline:
         self.roots_questions = RootsQuestions()
         #: Calls held for the person, and held tools' calls refused (docs/design.md §3.14).
         self.approvals = Approvals(supervisor)
+        #: Where every request sent to a server is recorded (core.serving.call_journal).
+        self.journal = CallJournal()
 
     # ------------------------------------------------------------ sessions
 
@@ -390,6 +393,9 @@ class Pipeline:
             # Answered at once with the reset hint: nothing is placed, spawned or sent for it.
             base = self.placement.base(client.session.server)
             refused = await guarded(self.sessions, client.session, method, _never)
+            self.journal.refused(
+                client.session, client.modern, base.name, method, request.params, "breaker", ""
+            )
             return encode(refused, method, client.modern, base.catalog)
         seat = self._seats.get(client.session.id)
         try:
@@ -414,26 +420,33 @@ class Pipeline:
             if client.modern:
                 return as_complete(listed, method, catalog.server_info, catalog.hints.get(kind))
             return listed
+        watch = self.journal.watch(
+            client.session, client.modern, server.name, method, request.params
+        )
         if method == "tools/call":
             request.verdict = await self.approvals.screen(request, server)
             if request.verdict is not None and request.verdict.refused:
                 # A tool error the model reads; never the breaker's business.
                 client.session.requests += 1
-                return encode(request.verdict.tool_error(), method, client.modern, catalog)
+                answer = request.verdict.tool_error()
+                if watch is not None:
+                    watch.settle(request.verdict.outcome, request.verdict.by)
+                    watch.done(answer)
+                return encode(answer, method, client.modern, catalog)
             if client.modern:
                 _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
         result = await guarded(
             self.sessions,
             client.session,
             method,
-            lambda: self._send(request, server),
+            lambda: journaled(watch, lambda: self._send(request, server, watch)),
         )
         if method == "tools/list" and isinstance(result.get("tools"), list):
             # Relayed from the child (a page, or before it listed): held tools stay out.
             result = {**result, "tools": server.catalog.screened(result["tools"])}
         return encode(result, method, client.modern, server.catalog)
 
-    def caller(self, request: Request, server: ManagedServer) -> Caller:
+    def caller(self, request: Request, server: ManagedServer, watch: Watch | None = None) -> Caller:
         """Who the request is for, as the call path takes it."""
         client = request.client
         seat = self._seats.get(client.session.id)
@@ -446,12 +459,15 @@ class Pipeline:
             on_progress=reply.progress if reply.progress_token is not None else None,
             on_server_request=request.ask,
             envelope=client.envelope(level),
+            observer=watch,
         )
 
-    async def _send(self, request: Request, server: ManagedServer) -> dict[str, Any]:
+    async def _send(
+        self, request: Request, server: ManagedServer, watch: Watch | None = None
+    ) -> dict[str, Any]:
         """The request to the child (in the child's era), or the share's version of it."""
         method, params = request.method, request.params
-        caller = self.caller(request, server)
+        caller = self.caller(request, server, watch)
         client = request.client
         if method in SHARE_METHODS:
             return await self._share_request(request, server, caller)
@@ -499,18 +515,29 @@ class Pipeline:
         return await seat.share.unsubscribe(key, uri, caller)
 
     async def own_call(
-        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None,
+        door: str = "api",
     ) -> dict[str, Any]:
         """A tool call of mcp-tray's own (the command line, the window): no client behind it."""
         server = self.supervisor.server(name)
         params = {"name": tool, "arguments": dict(arguments)}
-        caller = Caller(timeout=timeout)
-        result = await server.request("tools/call", params, caller)
-        if result.get("resultType") == INPUT_REQUIRED:
-            try:
-                result = await fulfil(server, "tools/call", params, result, caller)
-            except RpcError as exc:
-                raise UpstreamError(server.name, exc.code, exc.message, exc.data) from None
+        watch = self.journal.own(server.name, "tools/call", params, door)
+        caller = Caller(timeout=timeout, observer=watch)
+
+        async def call() -> dict[str, Any]:
+            result = await server.request("tools/call", params, caller)
+            if result.get("resultType") == INPUT_REQUIRED:
+                try:
+                    result = await fulfil(server, "tools/call", params, result, caller)
+                except RpcError as exc:
+                    raise UpstreamError(server.name, exc.code, exc.message, exc.data) from None
+            return result
+
+        result = await journaled(watch, call)
         return encode(result, "tools/call", False, server.catalog)
 
 

@@ -15,6 +15,8 @@ import dataclasses
 import errno
 import logging
 import socket
+import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -29,10 +31,13 @@ from core.platform.files import raise_file_limit
 from core.platform.login_path import path_origin
 from core.platform.memory import return_large_blocks
 from core.platform.sockets import apply_listening_options
+from core.registry.journal import JOURNAL_FILE, CallQuery, JournalStore, JournalWriter
+from core.registry.journal_rows import CallRecord
 from core.registry.worker_watch import WorkerWatch
 from core.serving.activity import attach as attach_activity
 from core.serving.api import build_app, control_routes
 from core.serving.approvals import Approvals
+from core.serving.call_journal import keyring_values
 from core.serving.config_watch import ConfigWatcher
 from core.serving.express import Express
 from core.serving.gateway import Gateway
@@ -50,7 +55,7 @@ from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
 from core.serving.session_store import SESSIONS_FILE
 from core.serving.sessions import ClientSession, SessionTable
-from core.settings.config import TrayConfig
+from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
 from core.settings.secrets import load_or_create_token, resolve_env
@@ -86,7 +91,9 @@ class TrayService:
         self.paths = paths
         self.timing = timing
         self.instance: Instance | None = None
-        self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=resolve_env)
+        #: Values the servers' env took from the keyring: the call journal never keeps them.
+        self._secrets: frozenset[str] = frozenset()
+        self.supervisor = Supervisor(config, paths, timing=timing, env_resolver=self._resolve_env)
         self.sessions = SessionTable(self.supervisor.publish)
         self.sessions.on_reset = self._session_reset
         self.workers: WorkerWatch | None = None
@@ -125,6 +132,10 @@ class TrayService:
             grants=lambda: self.approvals.grants(),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
+        #: Every call through every door (core.serving.call_journal); written from ``start``.
+        self.journal = self.gateway.pipeline.journal
+        self.journal.pid_of = self._worker_pid
+        self._journal_writer: JournalWriter | None = None
         #: Set by the GUI: brings the window up when a second launch asks.
         self.on_raise: Callable[[], None] | None = None
         #: Set by whoever runs the service (headless, the GUI): asks it to stop and exit.
@@ -184,6 +195,7 @@ class TrayService:
             if self.port_notice is not None:
                 self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
             await self.approvals.load()
+            await asyncio.to_thread(self._open_journal, asyncio.get_running_loop())
             await self.supervisor.start()
             self.workers.start()
             if self.watch_config:
@@ -269,10 +281,76 @@ class TrayService:
         return row is not None and row.get("status") == "live"
 
     async def call_tool(
-        self, name: str, tool: str, arguments: Mapping[str, Any], timeout: float | None
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None,
+        door: str = "api",
     ) -> dict[str, Any]:
         """A tool call of mcp-tray's own (the command line): through the gateway's pipeline."""
-        return await self.gateway.pipeline.own_call(name, tool, arguments, timeout)
+        return await self.gateway.pipeline.own_call(name, tool, arguments, timeout, door)
+
+    # ------------------------------------------------------------ journal
+
+    def _resolve_env(self, config: ServerConfig) -> dict[str, str]:
+        env = resolve_env(config)
+        found = keyring_values(config.env, env)
+        if not found <= self._secrets:
+            self._secrets = self._secrets | found
+        return env
+
+    def _open_journal(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The call journal's file and writer (a thread); a file that cannot be used is a
+        warning, never a failed start."""
+        path = self.paths.state_dir / JOURNAL_FILE
+        try:
+            store, warning = JournalStore.open(path, time.time())
+        except (sqlite3.Error, OSError) as exc:
+            self._journal_warning(
+                f"journal-unusable: the call journal {path} cannot be used ({exc})"
+            )
+            return
+        if warning is not None:
+            self._journal_warning(warning)
+
+        def written(records: list[CallRecord]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed first
+                loop.call_soon_threadsafe(self.journal.published, records)
+
+        def warn(text: str) -> None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._journal_warning, text)
+
+        self._journal_writer = JournalWriter(
+            store,
+            retention=lambda: self.supervisor.config.journal,
+            secrets=lambda: self._secrets,
+            on_written=written,
+            on_warning=warn,
+        )
+        self._journal_writer.start()
+        self.journal.writer = self._journal_writer
+
+    def _journal_warning(self, text: str) -> None:
+        logger.warning("mcp-tray: %s", text)
+        if self.workers is not None:
+            self.workers.own_warnings.append(text)
+
+    def _worker_pid(self, identity: str) -> int | None:
+        if self.workers is None:
+            return None
+        row = next((r for r in self.workers.rows if r.get("worker_identity") == identity), None)
+        pid = row.get("pid") if row else None
+        return pid if isinstance(pid, int) else None
+
+    async def calls_json(self, wanted: CallQuery) -> list[dict[str, Any]]:
+        """The journal's records ``wanted`` names (read on a thread, beside the writer)."""
+        writer = self._journal_writer
+        if writer is None:
+            return []
+        records = await asyncio.to_thread(writer.query, wanted)
+        return [record.to_json() for record in records]
 
     def _session_reset(self, session: ClientSession) -> None:
         """A reset session's server, and the children made from its entry, are tried
@@ -353,6 +431,10 @@ class TrayService:
             self._accept_errors = None
         await self.watcher.aclose()
         await self.gateway.aclose()
+        if self._journal_writer is not None:
+            self.journal.writer = None
+            await asyncio.to_thread(self._journal_writer.stop)
+            self._journal_writer = None
         if self.workers is not None:
             await self.workers.aclose()
         await self.supervisor.aclose()

@@ -63,6 +63,10 @@ class ClientSession:
     roots: tuple[dict[str, Any], ...] | None = None
     #: The aggregate endpoint the client reaches ``server`` through ("": its own endpoint).
     via: str = ""
+    #: The client's process where the OS or the worker registry said (the call journal).
+    pid: int | None = None
+    #: How the client was told apart ("" until something more than its name said so).
+    identified_by: str = ""
 
     @property
     def tripped(self) -> bool:

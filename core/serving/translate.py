@@ -270,6 +270,7 @@ class Parking:
                 on_server_request=parked.ask,
                 envelope=caller.envelope,
                 waiting=lambda: parked.waiting,
+                observer=caller.observer,
             )
             parked.start(server.request(method, without_envelope(clean), call))
         result = await parked.next()

@@ -39,6 +39,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
+from core.settings.journal_check import check_journal
 from core.settings.oversight_check import (
     check_approval_timeout,
     check_approve,
@@ -311,7 +312,8 @@ class _Checker:
         timeout = check_approval_timeout(
             data.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S), self
         )
-        return TrayConfig(self.path, servers, self.gateway(data), profiles, timeout)
+        journal = check_journal(data.get("journal", {}), self)
+        return TrayConfig(self.path, servers, self.gateway(data), profiles, timeout, journal)
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})

@@ -51,7 +51,15 @@ SERVER_KEYS: Final = (
     "on_tool_change",
     "max_children",
 )
-TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "approval_timeout_s", "$schema")
+TOP_LEVEL_KEYS: Final = (
+    "mcpServers",
+    "gateway",
+    "profiles",
+    "approval_timeout_s",
+    "journal",
+    "$schema",
+)
+JOURNAL_KEYS: Final = ("days", "max_mb", "arguments")
 #: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
 APPROVE_WORDS: Final = ("destructive", "any")
 #: What a changed tool gets: held until the person approves it, or taken with a warning.
@@ -133,6 +141,16 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class JournalSettings:
+    """The ``journal`` section: what the call journal keeps (core.registry.journal)."""
+
+    days: float = 14
+    max_mb: float = 200
+    #: False: tool names only, never their arguments.
+    arguments: bool = True
+
+
+@dataclass(frozen=True)
 class TrayConfig:
     path: Path
     servers: Mapping[str, ServerConfig]
@@ -140,6 +158,7 @@ class TrayConfig:
     #: By name; ``all`` is implied (core.settings.profiles).
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
+    journal: JournalSettings = field(default_factory=JournalSettings)
 
     @property
     def enabled(self) -> list[ServerConfig]:

@@ -202,7 +202,7 @@ class CallPath:
             )
         retry_run = await self._await_fresh(run)
         try:
-            return await self._send(retry_run, method, params, caller)
+            return await self._send(retry_run, method, params, caller, replay=True)
         except ConnectionLost:
             await self._confirm_dead(retry_run)
             raise _inside(
@@ -210,12 +210,20 @@ class CallPath:
             ) from None
 
     async def _send(
-        self, run: Run, method: str, params: Mapping[str, Any] | None, caller: Caller
+        self,
+        run: Run,
+        method: str,
+        params: Mapping[str, Any] | None,
+        caller: Caller,
+        *,
+        replay: bool = False,
     ) -> dict[str, Any]:
         """The request on the child's own terms; its answer as the child gave it."""
         upstream = run.upstream
         if upstream is None:
             raise ConnectionLost("no upstream session")
+        if caller.observer is not None:
+            caller.observer.attempt(run.generation, replay)
         timeout = caller.timeout
         catalog = self._server.catalog
         if catalog.modern:

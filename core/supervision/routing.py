@@ -58,6 +58,18 @@ ROOTS_LIST: Final = "roots/list"
 ROOTS_CHANGED: Final = "notifications/roots/list_changed"
 
 
+class CallObserver(Protocol):
+    """Told what became of a forwarded request (the call journal, core.serving.call_journal)."""
+
+    def attempt(self, generation: int, replay: bool) -> None:
+        """It is sent to the child of ``generation``; ``replay``: again, after a crash."""
+        ...
+
+    def settle(self, outcome: str, refused_by: str = "") -> None:
+        """How it ended, where its answer does not say (``denied`` by ``approval``)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who a forwarded request is for, and where what belongs to it goes."""
@@ -75,6 +87,8 @@ class Caller:
     envelope: Envelope | None = None
     #: True while the call waits for its client's answer (it asks nothing then).
     waiting: Callable[[], bool] | None = None
+    #: Told each time the request is sent (the call journal: which child, replayed or not).
+    observer: CallObserver | None = None
 
 
 #: A request on mcp-tray's own behalf (the CLI, the API): no client behind it.

@@ -1,13 +1,18 @@
-"""Whole tray snapshots in shorthand, and a menu's recorded actions (not a test module).
+"""Whole tray snapshots in shorthand, a menu's recorded actions, and the window opened on a
+real core (not a test module).
 
 The window's, the tray's and the dialogs' tests describe what core shows in
 a line each: ``snapshot(server("a", ServerState.READY), sessions=[...])``.
 """
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from PySide6.QtWidgets import QMenu
 
+from app.core_link import CoreLink
+from app.window import MainWindow
 from core.base.snapshot import (
     ServerSnapshot,
     SessionSnapshot,
@@ -16,6 +21,7 @@ from core.base.snapshot import (
     WorkerSnapshot,
 )
 from core.base.states import ServerState
+from core.serving.core_thread import CoreThread
 from tests.app import builders
 
 CONFIG = "/home/u/.config/mcp-tray/config.json"
@@ -84,3 +90,17 @@ def submenu(menu: QMenu, title: str) -> QMenu:
     found = next(a.menu() for a in menu.actions() if a.text() == title)
     assert isinstance(found, QMenu)
     return found
+
+
+@contextlib.contextmanager
+def open_window(core: CoreThread) -> Iterator[MainWindow]:
+    """The window on the core, shown; closed (with its link) inside the test."""
+    link = CoreLink(core)
+    window = MainWindow(link)
+    window.show()
+    try:
+        yield window
+    finally:
+        window.close_down()
+        window.close()
+        link.close()

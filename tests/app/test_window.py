@@ -14,7 +14,6 @@ hidden" is a count.
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +22,6 @@ from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
-from app.core_link import CoreLink
 from app.main import ask_running_instance_to_raise
 from app.models import ServersModel, ToolsModel
 from app.window import TAB_LOGS, TAB_PROFILES, TAB_WARNINGS, MainWindow
@@ -32,6 +30,7 @@ from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
 from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
+from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server
 from tests.gateway_support import REPO, http_client
 
@@ -51,20 +50,6 @@ def select(window_table: Any, key: str) -> None:
             )
             return
     raise AssertionError(f"no row {key!r}")
-
-
-@contextlib.contextmanager
-def open_window(core: CoreThread) -> Iterator[MainWindow]:
-    """The window on the core, shown; closed (with its link) inside the test."""
-    link = CoreLink(core)
-    window = MainWindow(link)
-    window.show()
-    try:
-        yield window
-    finally:
-        window.close_down()
-        window.close()
-        link.close()
 
 
 def until(qtbot: QtBot, predicate: Any) -> None:

@@ -1,5 +1,5 @@
 """The abuse bench's settings: default counts, bounds on every wait, its row of
-README's table, and the hostile requests it sends.
+docs/measured.md's table, and the hostile requests it sends.
 """
 
 import sys
@@ -83,7 +83,7 @@ PROBE_SECONDS: Final = 5.0
 TARGET_PROBE_SECONDS: Final = 1.0
 
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS: Final = (
     Row(
         "hostile input",

@@ -1,4 +1,4 @@
-"""The gateway bench's settings: default counts, its rows of README's table, the
+"""The gateway bench's settings: default counts, its rows of docs/measured.md's table, the
 clients it compares, the peers' versions, and the bounds on every wait.
 """
 
@@ -21,7 +21,7 @@ DEFAULT_BLOCK: Final = 100
 TARGET_ADDED_P50_MS: Final = 1.0
 
 
-#: What this bench adds to README's "Measured" table (bench/results.py); the
+#: What this bench adds to docs/measured.md's table (bench/results.py); the
 #: floor rows (a plain HTTP client) are needed for the first figure.
 ROWS: Final = (
     Row(

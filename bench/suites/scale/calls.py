@@ -15,8 +15,19 @@ from bench.harness.clients import RawHttpClient, timed_call
 from bench.harness.records import Row, record
 from bench.harness.tray import Tray
 from bench.suites.scale.clients import connected_session
-from bench.suites.scale.common import BASELINE_SUFFIX, cpu_seconds, p_or_nan, tray_process
-from bench.suites.scale.constants import BLOCK_SECONDS, TARGET_UVLOOP_SAVING, WARMUP_CALLS
+from bench.suites.scale.common import (
+    BASELINE_SUFFIX,
+    JOURNAL_OFF_SUFFIX,
+    cpu_seconds,
+    p_or_nan,
+    tray_process,
+)
+from bench.suites.scale.constants import (
+    BLOCK_SECONDS,
+    TARGET_JOURNAL_COST,
+    TARGET_UVLOOP_SAVING,
+    WARMUP_CALLS,
+)
 
 
 @dataclass
@@ -87,7 +98,7 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
     return found
 
 
-#: What the calls section adds to README's "Measured" table, from this checkout's first
+#: What the calls section adds to docs/measured.md's table, from this checkout's first
 #: loop at 32 sessions (with ``--baseline``: the same run's baseline beside it).
 CALLS_ROWS: Final = (
     Row(
@@ -163,6 +174,25 @@ def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
                 f"    {count:>3} sessions: {saving * 100:+.1f} % less CPU per call; paired "
                 f"median {paired * 100:+.1f} %; calls/s x{rate:.2f}; p50 "
                 f"{p_or_nan(before.latencies, 0.5) * 1000:.3f} -> {p_or_nan(after.latencies, 0.5) * 1000:.3f} ms"
+            )
+
+
+def report_journal(results: "dict[int, dict[str, Calls]]") -> None:
+    """What the call journal costs per call, where a tray ran with it off beside one with it on."""
+    labels = next(iter(results.values()), {})
+    for label in labels:
+        off = f"{label}{JOURNAL_OFF_SUFFIX}"
+        if off not in labels:
+            continue
+        print(
+            f"  journal on vs off, {label} (tray CPU per call; target <= +{TARGET_JOURNAL_COST:.0%}):"
+        )
+        for count, by_label in results.items():
+            saving, paired = _saving(by_label[off], by_label[label])
+            verdict = "met" if max(-saving, -paired) <= TARGET_JOURNAL_COST else "NOT met"
+            print(
+                f"    {count:>3} sessions: {-saving * 100:+.1f} % CPU per call with the journal; "
+                f"paired median {-paired * 100:+.1f} % ({verdict})"
             )
 
 

@@ -47,6 +47,8 @@ checkout (``git archive main | tar -x -C DIR``) on this venv, labelled
 ``LOOP@base``, interleaved the same way: a change's before and after in one
 run (for opens, each count runs on this checkout's tray, then on the baseline's). ``--tray-profile FILE`` runs the first loop's tray under cProfile (its
 figures then include cProfile's own cost; the others' do not).
+``--journal on,off`` runs one tray per mode (the call journal written, or never
+opened), interleaved the same way, and prints what the journal costs per call.
 
 Targets (issue 20): <= 2 ms of tray CPU per session opened at 1,000
 sessions; quiet within 1 s of the last open; probe p99 during a burst <=
@@ -67,8 +69,9 @@ from pathlib import Path
 import psutil
 
 from bench.harness.processes import sigterm_as_interrupt
-from bench.suites.scale.calls import keep_calls, measure_calls, report_calls
-from bench.suites.scale.common import BASELINE_SUFFIX, running_tray
+from bench.harness.tray import Tray
+from bench.suites.scale.calls import keep_calls, measure_calls, report_calls, report_journal
+from bench.suites.scale.common import BASELINE_SUFFIX, JOURNAL_OFF_SUFFIX, running_tray
 from bench.suites.scale.constants import (
     CHILDREN,
     DEFAULT_CALL_SECONDS,
@@ -96,6 +99,17 @@ def _loops(text: str) -> tuple[str, ...]:
     if unknown or not loops:
         raise argparse.ArgumentTypeError(f"loops are {', '.join(LOOP_SETUP)}; got {text!r}")
     return loops
+
+
+def _journal_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(part.strip() for part in text.split(","))
+    if (
+        not modes
+        or any(mode not in ("on", "off") for mode in modes)
+        or len(set(modes)) < len(modes)
+    ):
+        raise argparse.ArgumentTypeError(f"expected on, off or on,off; got {text!r}")
+    return modes
 
 
 def _command(*args: str) -> str:
@@ -131,14 +145,16 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                 )
     if args.only in (None, "calls"):
         with contextlib.ExitStack() as stack:
-            trays = {
-                loop: stack.enter_context(
-                    running_tray(
-                        homes(), loop, args.child, profile=args.tray_profile if at == 0 else None
+            trays: dict[str, Tray] = {}
+            for at, loop in enumerate(loops):
+                for journal in args.journal:
+                    label = loop if journal == "on" else f"{loop}{JOURNAL_OFF_SUFFIX}"
+                    profile = args.tray_profile if at == 0 and not trays else None
+                    trays[label] = stack.enter_context(
+                        running_tray(
+                            homes(), loop, args.child, profile=profile, journal=journal == "on"
+                        )
                     )
-                )
-                for at, loop in enumerate(loops)
-            }
             if args.baseline is not None:
                 for loop in loops:
                     trays[f"{loop}{BASELINE_SUFFIX}"] = stack.enter_context(
@@ -153,10 +169,12 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
             f"--seconds {args.seconds:g}",
             f"--loops {','.join(loops)}",
             f"--child {args.child}",
+            f"--journal {','.join(args.journal)}",
             *([f"--baseline {args.baseline}"] if args.baseline else []),
             *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
         )
         report_calls(results, command)
+        report_journal(results)
         if not args.no_record and args.tray_profile is None:
             keep_calls(results, command, loops[0])
         if args.tray_profile is not None:
@@ -203,11 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         help="calls: run the first loop's tray under cProfile and write its stats here "
         "(cProfile's own cost inflates the figures of that tray)",
     )
+    parser.add_argument(
+        "--journal",
+        type=_journal_modes,
+        default=("on",),
+        help="calls: on, off, or on,off (one tray each, their blocks interleaved): what the "
+        "call journal costs per call",
+    )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     parser.add_argument(
         "--no-record",
         action="store_true",
-        help="do not keep this run's figures in bench/results/ (README's table)",
+        help="do not keep this run's figures in bench/results/ (docs/measured.md's table)",
     )
     args = parser.parse_args(argv)
     if args.tray_profile is not None:

@@ -33,13 +33,25 @@ def registry_rows(home: Path) -> int:
 BASELINE_SUFFIX: Final = "@base"
 
 
-def runner(loop: str, baseline: Path | None, profile: Path | None = None) -> tuple[str, ...]:
+#: A tray with the call journal off (``--journal off``): the same code, its journal never
+#: opened, so no call is recorded (core.serving.call_journal opens no watch without a writer).
+JOURNAL_OFF: Final = (
+    "import core.serving.service as _service; "
+    "_service.TrayService._open_journal = lambda self, loop: None; "
+)
+#: The label of a tray whose journal is off.
+JOURNAL_OFF_SUFFIX: Final = "/journal-off"
+
+
+def runner(
+    loop: str, baseline: Path | None, profile: Path | None = None, journal: bool = True
+) -> tuple[str, ...]:
     """The interpreter arguments of a tray on ``loop``; with ``baseline``, running that
     checkout's ``core`` (first on sys.path, ahead of this venv's editable install); with
     ``profile``, under cProfile timed by the main thread's CPU clock (the tray serves on its
     main thread; a wall clock would charge the profile with the time the tray was not
     scheduled), its stats written there at exit."""
-    code = LOOP_SETUP[loop]
+    code = LOOP_SETUP[loop] + ("" if journal else JOURNAL_OFF)
     if baseline is not None:
         code = f"import sys; sys.path.insert(0, {str(baseline)!r}); " + code
     if profile is None:
@@ -62,8 +74,9 @@ def running_tray(
     child: str,
     baseline: Path | None = None,
     profile: Path | None = None,
+    journal: bool = True,
 ) -> Iterator[Tray]:
-    tray = Tray(home, None, runner(loop, baseline, profile), CHILDREN[child])
+    tray = Tray(home, None, runner(loop, baseline, profile, journal), CHILDREN[child])
     try:
         tray.start()
         tray.wait_ready()

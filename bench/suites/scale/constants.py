@@ -83,6 +83,8 @@ TARGET_IDLE_MIB_PER_1000: Final = 40.0
 
 
 TARGET_UVLOOP_SAVING: Final = 0.15
+#: Issue 26: the call journal may cost at most this much more tray CPU per call.
+TARGET_JOURNAL_COST: Final = 0.10
 
 
 MIB: Final = 1024 * 1024

@@ -159,7 +159,7 @@ async def measure_opens(
     return result
 
 
-#: What the opens section adds to README's "Measured" table (bench/results.py), from a
+#: What the opens section adds to docs/measured.md's table (bench/results.py), from a
 #: run of this checkout at 1,000 sessions.
 OPENS_ROWS: Final = (
     Row(

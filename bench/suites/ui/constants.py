@@ -1,5 +1,5 @@
 """The UI bench's settings: the demo servers it runs, the worker rows it writes,
-sampling intervals, targets and its rows of README's table.
+sampling intervals, targets and its rows of docs/measured.md's table.
 """
 
 import sys
@@ -58,7 +58,7 @@ TARGET_RSS_MB = 150.0
 TARGET_ROWS_CPU_PERCENT = 5.0
 
 
-#: What this bench adds to README's "Measured" table (bench/results.py).
+#: What this bench adds to docs/measured.md's table (bench/results.py).
 ROWS = (
     Row(
         "idle CPU, 10 servers, window open",

@@ -1,0 +1,119 @@
+"""The Activity tab on the real core: a call appears, the filters, the detail pane.
+
+Strategy: a real TrayService (real children of tests/servers/echo.py, real gateway) on its
+own thread and loop, as in the app (tests/app/conftest.py); calls are made over real HTTP
+by a handshake-era client (JSON-RPC posts with a session id, from this thread while core
+serves on its own); the window is the real MainWindow, and the test waits with
+``qtbot.waitUntil`` for the records core's journal hands the tab.
+"""
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QItemSelectionModel
+from pytestqt.qtbot import QtBot
+
+from app.activity import ALL, ActivityModel, ActivityTab
+from core.serving.core_thread import CoreThread
+from tests.app.conftest import WAIT_MS, StartCore, wait_ready
+from tests.app.scenes import open_window
+from tests.cli_support import post_jsonrpc
+from tests.conftest import ECHO, python_server
+
+
+class Client:
+    """A handshake-era client session over real HTTP, posting from the test's thread."""
+
+    def __init__(self, core: CoreThread, server: str = "echo") -> None:
+        service = core.service
+        self.url, self.token = f"{service.url}/mcp/{server}", service.token
+        init = post_jsonrpc(
+            self.url,
+            self.token,
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "claude-code", "version": "1"},
+            },
+        )
+        self.session = init.headers["mcp-session-id"]
+        self.ids = 1
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> None:
+        self.ids += 1
+        reply = post_jsonrpc(
+            self.url,
+            self.token,
+            self.ids,
+            "tools/call",
+            {"name": tool, "arguments": arguments},
+            self.session,
+        )
+        assert reply.status_code == 200, reply.text
+
+
+def cell(tab: ActivityTab, row: int, key: str) -> str:
+    return str(tab.proxy.index(row, ActivityModel.column(key)).data())
+
+
+def test_a_call_appears_within_a_second_of_its_end_with_client_tool_and_outcome(
+    qtbot: QtBot, cores: StartCore
+) -> None:
+    core = cores({"echo": python_server(ECHO)})
+    wait_ready(qtbot, core, "echo")
+    with open_window(core) as window:
+        tab = window.activity
+        window.tabs.setCurrentWidget(tab)
+        assert tab.empty.isVisible()  # "No calls yet"
+        client = Client(core)
+        client.call("echo", {"text": "hello activity"})
+        ended = time.monotonic()
+        qtbot.waitUntil(lambda: tab.proxy.rowCount() == 1, timeout=WAIT_MS)
+        assert time.monotonic() - ended < 1.0
+        assert not tab.empty.isVisible()
+        assert cell(tab, 0, "client") == "Claude Code"
+        assert cell(tab, 0, "server") == "echo"
+        assert cell(tab, 0, "tool") == "echo"
+        assert cell(tab, 0, "outcome") == "✓ ok"
+        assert cell(tab, 0, "duration_ms").endswith(" ms")
+
+
+def test_the_filters_narrow_the_list_and_the_detail_pane_shows_arguments_and_result(
+    qtbot: QtBot, cores: StartCore
+) -> None:
+    core = cores({"echo": python_server(ECHO)})
+    wait_ready(qtbot, core, "echo")
+    with open_window(core) as window:
+        tab = window.activity
+        client = Client(core)
+        client.call("echo", {"text": "first words"})
+        client.call("fail", {"message": "it broke"})
+        client.call("whoami", {})
+        qtbot.waitUntil(lambda: tab.model.rowCount() == 3, timeout=WAIT_MS)
+        assert [tab.server.itemText(i) for i in range(tab.server.count())] == [ALL, "echo"]
+
+        tab.outcome.setCurrentText("tool-error")
+        assert tab.proxy.rowCount() == 1
+        assert cell(tab, 0, "tool") == "fail"
+        assert cell(tab, 0, "outcome") == "! tool-error"
+        tab.outcome.setCurrentText(ALL)
+        tab.words.setText("FIRST WORDS")
+        assert tab.proxy.rowCount() == 1
+        assert cell(tab, 0, "tool") == "echo"
+        tab.words.setText("")
+        assert tab.proxy.rowCount() == 3
+
+        tab.words.setText("first")
+        tab.view.selectionModel().setCurrentIndex(
+            tab.proxy.index(0, 0),
+            QItemSelectionModel.SelectionFlag.ClearAndSelect
+            | QItemSelectionModel.SelectionFlag.Rows,
+        )
+        detail = tab.detail.toPlainText()
+        assert '"text": "first words"' in detail
+        assert "result (first lines)\nfirst words" in detail
+        assert "client   Claude Code (claude-code)" in detail
+        assert "door     /mcp/echo, session " in detail
+        assert "generation 1" in detail
