@@ -17,16 +17,19 @@ from mcp import MCPError
 from core.registry.journal import CallQuery
 from core.serving.call_journal import PID_RETRY_SECONDS
 from core.serving.service import TrayService
+from core.settings.paths import Paths
 from tests.cli_support import cli
 from tests.conftest import (
     CRASH_AT_START,
     ECHO,
+    SERVERS,
     kill_hard,
     pid_of,
     python_server,
     wait_ready,
     wait_until,
 )
+from tests.fakes import FakeClock
 from tests.gateway_support import (
     Services,
     bridge_client,
@@ -35,6 +38,8 @@ from tests.gateway_support import (
     sdk_client,
     text,
 )
+
+REVIEWED = SERVERS / "reviewed.py"
 
 
 async def journaled(
@@ -237,3 +242,46 @@ async def test_calls_a_breaker_refuses_are_refused_by_the_breaker_in_the_journal
     # Each death said so; then the server's breaker (its session's next) refused at once.
     assert [r["outcome"] for r in every] == ["exited", "exited", "exited", "refused"]
     assert "do NOT retry now" in every[-1]["detail"]
+
+
+async def test_held_calls_are_journaled_as_the_person_answered_them(
+    services: Services, tmp_path: Path, tray_home: Paths
+) -> None:
+    """A call an approve rule holds is one record, on /mcp/NAME and through a bridge: denied
+    (by approval), timed out (by approval, on the approvals' clock), allowed (ok)."""
+    effects = tmp_path / "effects.txt"
+    entry = python_server(REVIEWED, REVIEWED_EFFECTS_FILE=str(effects))
+    service = await services.start({"reviewed": {**entry, "approve": ["destructive"]}})
+    await wait_ready(service.supervisor.server("reviewed"))
+    clock = FakeClock()
+    service.approvals.clock = clock
+
+    async def held_one() -> str:
+        await wait_until(lambda: len(service.approvals.pending) == 1, what="a held call")
+        return next(iter(service.approvals.pending))
+
+    async with http_client(service, "reviewed") as session:
+        call = asyncio.ensure_future(session.call_tool("delete_thing", {"thing": "denied"}))
+        denied = await asyncio.to_thread(cli, tray_home.state_dir.parent, "deny", await held_one())
+        assert denied.returncode == 0, denied.stderr
+        assert (await call).is_error
+        record = await journaled(service, {"thing": "denied"}, server="reviewed")
+        assert (record["outcome"], record["refused_by"], record["door"]) == (
+            "denied",
+            "approval",
+            "/mcp/reviewed",
+        )
+        call = asyncio.ensure_future(session.call_tool("delete_thing", {"thing": "late"}))
+        await held_one()
+        await wait_until(lambda: clock.next_deadline is not None, what="the approval's timer")
+        clock.advance(121.0)
+        assert (await call).is_error
+        record = await journaled(service, {"thing": "late"}, server="reviewed")
+        assert (record["outcome"], record["refused_by"]) == ("timeout", "approval")
+    async with bridge_client(tray_home, "reviewed") as bridged:
+        call = asyncio.ensure_future(bridged.call_tool("delete_thing", {"thing": "allowed"}))
+        await service.approvals.approve(await held_one())
+        assert not (await call).is_error
+        record = await journaled(service, {"thing": "allowed"}, server="reviewed")
+        assert (record["outcome"], record["door"]) == ("ok", "bridge /mcp/reviewed")
+    assert effects.read_text().splitlines() == ["deleted allowed"]
