@@ -18,6 +18,7 @@ blocks, and what core said, or its error, goes to the status bar.
 """
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -56,14 +57,40 @@ def _json(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+class Prompter:
+    """The prompts core's held calls await, by id; plain Python, not Qt: core's thread
+    holds ``ask``, and whatever it may free last must not be a widget."""
+
+    def __init__(self, gui_loop: asyncio.AbstractEventLoop) -> None:
+        self.gui_loop = gui_loop
+        self.waiting: dict[str, asyncio.Future[Scope | None]] = {}
+
+    def ask(self, item: ApprovalSnapshot) -> "asyncio.Future[Scope | None]":
+        """On core's loop: the prompt started on the GUI loop, as a future of core's loop."""
+        asked = asyncio.run_coroutine_threadsafe(self.prompt(item), self.gui_loop)
+        return asyncio.wrap_future(asked, loop=asyncio.get_running_loop())
+
+    async def prompt(self, item: ApprovalSnapshot) -> Scope | None:
+        """On the GUI loop: until the person answers ``item`` (None: Deny)."""
+        answer: asyncio.Future[Scope | None] = self.gui_loop.create_future()
+        self.waiting[item.id] = answer
+        try:
+            return await answer
+        finally:
+            if self.waiting.get(item.id) is answer:
+                del self.waiting[item.id]
+
+
 class ApprovalsTab(QWidget):
     def __init__(self, link: CoreLink, report: Report) -> None:
         super().__init__()
         self.link = link
         self.report = report
         self.items: dict[str, ApprovalSnapshot] = {}
+        #: What core's held calls await (core holds its ``ask``).
+        self.prompter = Prompter(link.gui_loop)
         #: Held calls awaiting the person here, by id: their futures on the GUI loop.
-        self.prompts: dict[str, asyncio.Future[Scope | None]] = {}
+        self.prompts = self.prompter.waiting
         self._busy = False
 
         self.table = QTableWidget(0, len(COLUMNS))
@@ -134,34 +161,22 @@ class ApprovalsTab(QWidget):
         layout.addWidget(split)
         link.changed.connect(self.refresh)
         self.refresh(link.snapshot())
-        link.post(setattr, link.service.approvals, "asker", self.ask)
+        link.post(setattr, link.service.approvals, "asker", self.prompter.ask)
 
     def close_down(self) -> None:
         """Held calls stop asking this tab (the CLI and the API still answer them)."""
         approvals = self.link.service.approvals
+        asker = self.prompter.ask
 
         def unlisten() -> None:
-            if approvals.asker == self.ask:
+            if approvals.asker == asker:
                 approvals.asker = None
 
-        self.link.post(unlisten)
-
-    # ------------------------------------------------- the held calls' prompt
-
-    def ask(self, item: ApprovalSnapshot) -> "asyncio.Future[Scope | None]":
-        """On core's loop: the prompt started on the GUI loop, as a future of core's loop."""
-        asked = asyncio.run_coroutine_threadsafe(self.prompt(item), self.link.gui_loop)
-        return asyncio.wrap_future(asked, loop=asyncio.get_running_loop())
-
-    async def prompt(self, item: ApprovalSnapshot) -> Scope | None:
-        """On the GUI loop: until the person answers ``item`` here (None: Deny)."""
-        answer: asyncio.Future[Scope | None] = self.link.gui_loop.create_future()
-        self.prompts[item.id] = answer
-        try:
-            return await answer
-        finally:
-            if self.prompts.get(item.id) is answer:
-                del self.prompts[item.id]
+        # Waited for, as the link's own unsubscribe is: once the window is gone, core's
+        # thread must hold nothing of the GUI's (it could free it off the GUI thread).
+        # A core already stopped holds nothing any more.
+        with contextlib.suppress(RuntimeError):
+            self.link.call(unlisten)
 
     # ------------------------------------------------------------ updates
 

@@ -29,6 +29,10 @@ from core.serving.core_thread import CoreThread
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
 
+#: GUI loops run and closed here, kept until the process ends: core's thread may hold
+#: references to one (finished futures) and must never be the one that frees its Qt objects.
+_CLOSED_LOOPS: list[asyncio.AbstractEventLoop] = []
+
 
 def ask_running_instance_to_raise(paths: Paths) -> int | None:
     """0 when another instance runs (asked to raise its window), None when none does."""
@@ -209,4 +213,5 @@ def launch(
         # The flows cancelled by the close end on the loop, not as "destroyed but pending".
         loop.run_until_complete(gui.link.settled())
         loop.close()
+        _CLOSED_LOOPS.append(loop)
     return EXIT_OK

@@ -39,10 +39,15 @@ WAIT_MS = 20_000
 
 StartCore = Callable[[dict[str, Any]], CoreThread]
 
+#: Closed GUI loops, kept for the session: freeing one (its Qt objects) is left to no
+#: thread but this one, at exit (as app/main.py keeps its own).
+_CLOSED_LOOPS: list[asyncio.AbstractEventLoop] = []
+
 
 def _qasync_loop() -> asyncio.AbstractEventLoop:
     app = QApplication.instance() or QApplication([])
     loop: asyncio.AbstractEventLoop = qasync.QEventLoop(app)
+    _CLOSED_LOOPS.append(loop)  # kept past its close, as the sync tests' loops are
     return loop
 
 
@@ -79,6 +84,7 @@ def gui_loop(
         loop._QEventLoop__is_running = False
         asyncio.events._set_running_loop(None)
         loop.close()
+        _CLOSED_LOOPS.append(loop)
 
 
 @pytest.fixture

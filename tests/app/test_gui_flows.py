@@ -107,7 +107,9 @@ async def test_a_held_call_awaits_the_windows_prompt_and_the_persons_click_answe
     await ready(core, "reviewed")
     async with window_on(core) as window:
         tab = window.approvals
-        await wait_until(lambda: core.service.approvals.asker == tab.ask, what="the tab to listen")
+        await wait_until(
+            lambda: core.service.approvals.asker == tab.prompter.ask, what="the tab to listen"
+        )
         held = asyncio.wrap_future(core.submit(call(core, "delete_thing", {"thing": "the repo"})))
         # The held call, on core's loop, started the prompt here on the GUI loop.
         await wait_until(lambda: tab.prompts, what="the prompt the held call awaits")
@@ -131,7 +133,7 @@ async def test_a_call_answered_elsewhere_takes_its_prompt_off_the_window(
     await ready(core, "reviewed")
     async with window_on(core) as window:
         tab = window.approvals
-        await wait_until(lambda: core.service.approvals.asker == tab.ask, what="listening")
+        await wait_until(lambda: core.service.approvals.asker == tab.prompter.ask, what="listening")
         held = asyncio.wrap_future(core.submit(call(core, "peek", {"thing": "x"})))
         await wait_until(lambda: tab.prompts, what="the prompt")
         (approval_id,) = tab.prompts
