@@ -4,14 +4,24 @@ docs/design.md §3.14. The list shows what waits (a call: client, server,
 tool, arguments; a changed tool: what changed), oldest first, from the
 snapshot core sends. Below it, the selected item: a call's arguments, or a
 changed tool as approved and as the server lists it now, side by side.
-The buttons answer through the link, on core's loop: Allow once, Allow for
-this session, Always allow, Deny (a changed tool takes only Approve
-change). The "Always allowed" list below takes a Revoke.
+The buttons answer: Allow once, Allow for this session, Always allow, Deny
+(a changed tool takes only Approve change). The "Always allowed" list below
+takes a Revoke.
+
+The tab is the held calls' asker (core.serving.approvals): a held call, on
+core's loop, starts ``prompt`` on the GUI loop (``run_coroutine_threadsafe``)
+and awaits it (``wrap_future``); the person's click is the prompt's answer,
+which core applies as it would the CLI's. Where no prompt waits (a changed
+tool, a call held before the tab listened, Revoke) the click's coroutine
+awaits core's own answer through the link. Either way the GUI thread never
+blocks, and what core said, or its error, goes to the status bar.
 """
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Final
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -47,12 +57,41 @@ def _json(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+class Prompter:
+    """The prompts core's held calls await, by id; plain Python, not Qt: core's thread
+    holds ``ask``, and whatever it may free last must not be a widget."""
+
+    def __init__(self, gui_loop: asyncio.AbstractEventLoop) -> None:
+        self.gui_loop = gui_loop
+        self.waiting: dict[str, asyncio.Future[Scope | None]] = {}
+
+    def ask(self, item: ApprovalSnapshot) -> "asyncio.Future[Scope | None]":
+        """On core's loop: the prompt started on the GUI loop, as a future of core's loop."""
+        asked = asyncio.run_coroutine_threadsafe(self.prompt(item), self.gui_loop)
+        return asyncio.wrap_future(asked, loop=asyncio.get_running_loop())
+
+    async def prompt(self, item: ApprovalSnapshot) -> Scope | None:
+        """On the GUI loop: until the person answers ``item`` (None: Deny)."""
+        answer: asyncio.Future[Scope | None] = self.gui_loop.create_future()
+        self.waiting[item.id] = answer
+        try:
+            return await answer
+        finally:
+            if self.waiting.get(item.id) is answer:
+                del self.waiting[item.id]
+
+
 class ApprovalsTab(QWidget):
     def __init__(self, link: CoreLink, report: Report) -> None:
         super().__init__()
         self.link = link
         self.report = report
         self.items: dict[str, ApprovalSnapshot] = {}
+        #: What core's held calls await (core holds its ``ask``).
+        self.prompter = Prompter(link.gui_loop)
+        #: Held calls awaiting the person here, by id: their futures on the GUI loop.
+        self.prompts = self.prompter.waiting
+        self._busy = False
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -122,6 +161,22 @@ class ApprovalsTab(QWidget):
         layout.addWidget(split)
         link.changed.connect(self.refresh)
         self.refresh(link.snapshot())
+        link.post(setattr, link.service.approvals, "asker", self.prompter.ask)
+
+    def close_down(self) -> None:
+        """Held calls stop asking this tab (the CLI and the API still answer them)."""
+        approvals = self.link.service.approvals
+        asker = self.prompter.ask
+
+        def unlisten() -> None:
+            if approvals.asker == asker:
+                approvals.asker = None
+
+        # Waited for, as the link's own unsubscribe is: once the window is gone, core's
+        # thread must hold nothing of the GUI's (it could free it off the GUI thread).
+        # A core already stopped holds nothing any more.
+        with contextlib.suppress(RuntimeError):
+            self.link.call(unlisten)
 
     # ------------------------------------------------------------ updates
 
@@ -146,7 +201,7 @@ class ApprovalsTab(QWidget):
             entry = QListWidgetItem(f"{grant.tool} on {grant.server} (since {grant.since})")
             entry.setData(Qt.ItemDataRole.UserRole, (grant.server, grant.tool))
             self.grants.addItem(entry)
-        self.revoke_button.setEnabled(bool(snapshot.grants))
+        self.revoke_button.setEnabled(not self._busy and bool(snapshot.grants))
 
     @staticmethod
     def _cells(item: ApprovalSnapshot) -> tuple[str, ...]:
@@ -177,9 +232,10 @@ class ApprovalsTab(QWidget):
     def _show_selected(self) -> None:
         item = self.items.get(self.current() or "")
         call = item is None or item.kind == "call"
+        idle = not self._busy
         for button in (self.allow_session, self.allow_always, self.deny_button):
-            button.setEnabled(item is not None and call)
-        self.allow_once.setEnabled(item is not None)
+            button.setEnabled(idle and item is not None and call)
+        self.allow_once.setEnabled(idle and item is not None)
         self.allow_once.setText("Allow once" if call else "Approve change")
         self.before.setVisible(not call)
         self.before_title.setVisible(not call)
@@ -205,32 +261,30 @@ class ApprovalsTab(QWidget):
 
     # ------------------------------------------------------------ answers
 
-    def _answer(self, coro: Coroutine[Any, Any, str]) -> None:
-        def finished(error: BaseException | None) -> None:
-            if error is not None:
-                self.report(str(error))
-
-        self.link.run(coro, finished)
-
     def _approve(self, scope: Scope) -> None:
         chosen = self.current()
-        if chosen is None:
-            return
-        approvals = self.link.service.approvals
-        self._answer(approvals.approve(chosen, scope))
-        self.report(f"allowed ({scope})" if self.items[chosen].kind == "call" else "approved")
+        if chosen is not None:
+            self.link.spawn(self.answer(chosen, scope))
 
     def _deny(self) -> None:
         chosen = self.current()
-        if chosen is None:
+        if chosen is not None:
+            self.link.spawn(self.answer(chosen, None))
+
+    async def answer(self, approval_id: str, scope: Scope | None) -> None:
+        """The person's answer: to the prompt the held call awaits, else to core, awaited."""
+        prompt = self.prompts.get(approval_id)
+        if prompt is not None and not prompt.done():
+            prompt.set_result(scope)
+            self.report("denied" if scope is None else f"allowed ({scope})")
             return
         approvals = self.link.service.approvals
 
         async def deny() -> str:
-            return approvals.deny(chosen)
+            return approvals.deny(approval_id)
 
-        self._answer(deny())
-        self.report("denied")
+        asked = deny() if scope is None else approvals.approve(approval_id, scope)
+        await self._ask_core(self.link.ask(asked))
 
     def _revoke(self) -> None:
         if self.grants.count() == 0:
@@ -240,8 +294,26 @@ class ApprovalsTab(QWidget):
         approvals = self.link.service.approvals
 
         async def revoke() -> str:
-            await approvals.revoke(server, tool)
-            return "revoked"
+            if await approvals.revoke(server, tool):
+                return f"{tool} on {server}: asked again from now on"
+            return f"{tool} on {server} was not always allowed (any more)"
 
-        self._answer(revoke())
-        self.report(f"{tool} on {server}: asked again from now on")
+        self._set_busy(True)
+        self.link.spawn(self._ask_core(self.link.ask(revoke())))
+
+    async def _ask_core(self, asked: Awaitable[str]) -> None:
+        """Await core's answer, the buttons idle meanwhile; what it said, or why not, shown."""
+        self._set_busy(True)
+        try:
+            said = await asked
+        except Exception as exc:
+            self.report(str(exc))
+        else:
+            self.report(said)
+        finally:
+            self._set_busy(False)
+
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self.revoke_button.setEnabled(not busy and self.grants.count() > 0)
+        self._show_selected()

@@ -6,11 +6,15 @@ the atomic write are ``core.cli.install``'s ``plan_install`` and
 so the dialog and the command cannot disagree. The dialog takes its inputs
 (server names, a function that makes the entries, the home folder) as
 arguments, so tests run it offscreen on a tmp_path home; ``for_service``
-wires it to the running tray. A profile (``all``, or one of the config's
+wires it to the running tray. Install is a flow on the GUI loop (qasync's):
+the write runs on a worker thread and is awaited, so the window and the
+tray stay live while a slow disk or a synced folder takes its time; the
+preview is planned again once it is done. A profile (``all``, or one of the config's
 ``profiles``) is one entry that serves all of its servers
 (core.settings.profiles); the chosen servers are one entry each.
 """
 
+import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -47,6 +51,8 @@ from core.settings.profiles import ALL_PROFILE, target
 
 #: Makes the entries for (client, server names, over HTTP rather than the bridge).
 MakeEntries = Callable[[str, Sequence[str], bool], Entries]
+#: Writes a plan (``apply_install``; a seam for tests that hold the write).
+Apply = Callable[[InstallPlan], InstallResult]
 
 #: Errors and conflicts stand out from the plain status text.
 ERROR_STYLE: Final = "color: #b3261e;"
@@ -71,6 +77,7 @@ class ConnectDialog(QDialog):
         home: Path | None = None,
         xdg_config_home: Path | None = None,
         parent: QWidget | None = None,
+        apply: Apply = apply_install,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Connect a client")
@@ -78,6 +85,9 @@ class ConnectDialog(QDialog):
         self._make_entries = make_entries
         self._home = home
         self._xdg_config_home = xdg_config_home
+        self._apply = apply
+        #: The write under way (a task on the GUI loop), if any.
+        self.writing: asyncio.Task[None] | None = None
         #: The plan the preview shows; Install writes exactly this one.
         self.plan: InstallPlan | None = None
         #: The last install's outcome.
@@ -225,18 +235,28 @@ class ConnectDialog(QDialog):
             self._say(f"{_sentence(plan.summary())}. After installing, {plan.restart}.")
         else:
             self._say(f"{_sentence(plan.summary())}.")
-        self.install_button.setEnabled(plan.changes and not plan.conflicts)
+        self.install_button.setEnabled(plan.changes and not plan.conflicts and self.writing is None)
 
-    def install(self) -> None:
-        """Write the plan the preview shows, then say what was written and what to restart."""
-        if self.plan is None:
-            return
+    def install(self) -> "asyncio.Task[None] | None":
+        """Start writing the plan the preview shows (a flow on the GUI loop); None: nothing to."""
+        if self.plan is None or self.writing is not None:
+            return None
+        self.writing = asyncio.get_running_loop().create_task(self.write(self.plan))
+        return self.writing
+
+    async def write(self, plan: InstallPlan) -> None:
+        """Write ``plan`` on a worker thread, then say what was written and what to restart."""
+        self.install_button.setEnabled(False)
+        self._say(f"Writing {plan.path}…")
         try:
-            result = apply_install(self.plan)
-        except McpTrayError as exc:
+            result = await asyncio.to_thread(self._apply, plan)
+        except Exception as exc:
+            self.writing = None
             self.refresh()  # the preview shows the file as it is now
-            self._say(str(exc), error=True)
+            shown = str(exc) if isinstance(exc, McpTrayError) else f"{type(exc).__name__}: {exc}"
+            self._say(shown, error=True)
             return
+        self.writing = None
         self.outcome = result
         self.refresh()
         self._say(str(result))

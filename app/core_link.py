@@ -7,15 +7,19 @@ folded on core's loop into one ``changed`` per ``COALESCE_MS``, carrying a
 snapshot taken on core's loop, so views rebuild once from a consistent,
 frozen picture; stderr lines and alerts pass through one by one.
 
-The other way, the GUI reaches core only through the link's doors:
-``run`` (a coroutine on core's loop, its outcome handed back on the GUI
-thread), ``call`` (a plain function on core's loop, waited for: for quick
-reads) and ``post`` (fire and forget). ``on_gui`` runs a function on the
-GUI thread from anywhere (core's callbacks use it).
+The GUI thread runs qasync's loop (app/main.py), so the window's flows
+are coroutines there: ``spawn`` starts one on the GUI loop, and
+``await link.ask(coro)`` runs ``coro`` on core's loop and resumes with its
+result or exception, Qt's loop turning meanwhile. The older doors stay:
+``run`` (a coroutine on core's loop, its outcome handed to a callback on the
+GUI thread), ``call`` (a plain function on core's loop, waited for: for
+quick reads only) and ``post`` (fire and forget). ``on_gui`` runs a function
+on the GUI thread from anywhere (core's callbacks use it).
 """
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
@@ -27,6 +31,8 @@ from core.serving.core_thread import CoreThread
 
 #: How long events are gathered before views hear of them.
 COALESCE_MS: Final = 50
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 #: Told the call's failure (None when it succeeded), on the GUI thread.
@@ -43,9 +49,12 @@ class CoreLink(QObject):
     #: A function to run on the GUI thread (queued there from core's thread).
     _invoke = Signal(object)
 
-    def __init__(self, core: CoreThread) -> None:
+    def __init__(self, core: CoreThread, gui_loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__()
         self.core = core
+        #: The GUI thread's loop (qasync's), where ``spawn`` runs the window's flows.
+        self.gui_loop = gui_loop or _running_loop()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.service = core.service
         self.supervisor = core.service.supervisor
         self._kinds: set[EventKind] = set()
@@ -72,6 +81,8 @@ class CoreLink(QObject):
                 self._flush_handle = None
 
         self.core.call(detach)
+        for task in list(self._tasks):
+            task.cancel()
 
     # ------------------------------------------------------ GUI thread
 
@@ -100,6 +111,34 @@ class CoreLink(QObject):
             self.on_gui(lambda: done(error))
 
         future.add_done_callback(finished)
+
+    def ask(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T]":
+        """``coro`` started on core's loop now; its outcome as a future of the GUI loop.
+
+        A flow awaits it (``await link.ask(...)``) while Qt's loop turns; made
+        before the flow starts, the call happens even if the flow is cancelled.
+        """
+        return asyncio.wrap_future(self.core.submit(coro), loop=self.gui_loop)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> "asyncio.Task[Any]":
+        """Start a flow of the window on the GUI loop; held here until it ends.
+
+        Each flow shows its own errors; one it did not expect is logged, not lost.
+        """
+        task = self.gui_loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    async def settled(self) -> None:
+        """Until every flow ``spawn`` started has ended (``close`` cancels them)."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def _ended(self, task: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            logger.error("a window flow failed: %s", error, exc_info=error)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on core's loop, waited for: keep it to quick reads."""
@@ -133,3 +172,13 @@ class CoreLink(QObject):
         self._flush_handle = None
         kinds, self._kinds = self._kinds, set()
         self.changed.emit(self.supervisor.snapshot(), kinds)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            "CoreLink needs the GUI thread's qasync loop: pass gui_loop, or make the link "
+            "while that loop runs (app/main.py runs it)"
+        ) from None

@@ -1,7 +1,8 @@
 """``mcp-tray`` with a display: the tray application.
 
-The GUI thread runs Qt's own loop (``QApplication.exec``) and nothing else;
-the core TrayService (supervisor, gateway, registry watch, hot reload, local
+The GUI thread runs qasync's loop (Qt's own loop, with asyncio's on top)
+for the window's flows, which are coroutines there (app.core_link); the
+core TrayService (supervisor, gateway, registry watch, hot reload, local
 HTTP server) runs on a thread and event loop of its own
 (core.serving.core_thread; docs/architecture.md#the-event-loop says why), reached
 through app.core_link. One instance per user: a second launch asks the
@@ -13,6 +14,7 @@ the window; the login autostart entry passes ``--minimized`` and it stays
 in the tray, unless the config is broken (then the window shows why).
 """
 
+import asyncio
 import socket
 import sys
 from collections.abc import Callable
@@ -26,6 +28,10 @@ from core.platform.signals import handle_stop_signals, wake_on_signals
 from core.serving.core_thread import CoreThread
 from core.settings.config import TrayConfig
 from core.settings.paths import Paths
+
+#: GUI loops run and closed here, kept until the process ends: core's thread may hold
+#: references to one (finished futures) and must never be the one that frees its Qt objects.
+_CLOSED_LOOPS: list[asyncio.AbstractEventLoop] = []
 
 
 def ask_running_instance_to_raise(paths: Paths) -> int | None:
@@ -96,7 +102,7 @@ def start_core(config: TrayConfig, paths: Paths) -> "CoreThread | int":
 class Gui:
     """The desktop side over a started core: window, tray icon, quit."""
 
-    def __init__(self, app: Any, core: CoreThread) -> None:
+    def __init__(self, app: Any, core: CoreThread, gui_loop: asyncio.AbstractEventLoop) -> None:
         from app.core_link import CoreLink
         from app.icons import app_icon
         from app.tray import TrayActions, TrayController
@@ -105,7 +111,7 @@ class Gui:
         self.app = app
         self.core = core
         app.setWindowIcon(app_icon())
-        self.link = CoreLink(core)
+        self.link = CoreLink(core, gui_loop)
         self.window = MainWindow(self.link)
         # Asked on core's loop (the raise request of a second launch): shown on the GUI thread.
         core.service.on_raise = lambda: self.link.on_gui(self.window.bring_up)
@@ -114,6 +120,7 @@ class Gui:
         self.tray = TrayController(
             self.link, TrayActions(self.link, self.window.bring_up, self.quit)
         )
+        self.tray.actions.report = self.tray.say
         self.quitting = False
         self._undo_signals = self._hear_stop_signals()
 
@@ -182,19 +189,29 @@ def launch(
     started: Callable[[Gui], None] | None = None,
 ) -> int:
     """The desktop side over a started core, until Quit; ``started`` is told the Gui
-    once Qt's loop runs (tests)."""
+    once the loop runs (tests).
+
+    Qt's loop runs as qasync's ``QEventLoop`` (``run_forever`` is ``app.exec``),
+    so the window's coroutines run between Qt's events; Quit ends it as before.
+    """
+    import qasync
     from PySide6.QtCore import QTimer
 
     if config_error:
         core.call(core.service.supervisor.report_config_error, config_error)
-    gui = Gui(app, core)
+    loop = qasync.QEventLoop(app)
+    gui = Gui(app, core, loop)
     gui.show()
     gui.present(minimized=minimized, config_error=config_error)
     print(f"mcp-tray running in the tray; API {core.service.url}", file=sys.stderr, flush=True)
     if started is not None:
         QTimer.singleShot(0, lambda: started(gui))
     try:
-        app.exec()
+        loop.run_forever()
     finally:
         gui.close()
+        # The flows cancelled by the close end on the loop, not as "destroyed but pending".
+        loop.run_until_complete(gui.link.settled())
+        loop.close()
+        _CLOSED_LOOPS.append(loop)
     return EXIT_OK

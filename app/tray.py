@@ -1,8 +1,9 @@
 """The tray icon: colour, tooltip, a menu rebuilt each time it opens, notifications."""
 
+import logging
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
@@ -14,6 +15,8 @@ from app.icons import tray_icon
 from app.status import TrayStatus, tray_status
 from core.base.snapshot import AlertKind, TraySnapshot
 from core.base.states import ServerState
+
+logger = logging.getLogger(__name__)
 
 #: At most one notification per server (or per kind) in this many seconds.
 NOTIFY_EVERY_SECONDS: Final = 60.0
@@ -80,27 +83,47 @@ def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> N
 
 
 class TrayActions:
-    """What the menu's entries do; each core call runs on core's loop, through the link."""
+    """What the menu's entries do: each core call a flow on the GUI loop that awaits it on
+    core's loop (through the link); a failure is told to ``report`` (the Gui: a tray message)."""
 
     def __init__(
-        self, link: CoreLink, open_window: Callable[[], None], quit_app: Callable[[], None]
+        self,
+        link: CoreLink,
+        open_window: Callable[[], None],
+        quit_app: Callable[[], None],
+        report: Callable[[str], None] | None = None,
     ) -> None:
         self._link = link
         self._open_window = open_window
         self._quit = quit_app
+        self.report = report or logger.warning
         self._connect_dialog: ConnectDialog | None = None
 
     def respawn(self, name: str) -> None:
-        self._link.run(self._link.supervisor.respawn(name))
+        self._do(self._link.supervisor.respawn(name), f"Respawn {name}")
 
     def stop(self, name: str) -> None:
-        self._link.run(self._link.supervisor.stop_server(name))
+        self._do(self._link.supervisor.stop_server(name), f"Stop {name}")
 
     def start(self, name: str) -> None:
-        self._link.run(self._link.supervisor.start_server(name))
+        self._do(self._link.supervisor.start_server(name), f"Start {name}")
 
     def reset_all(self) -> None:
-        self._link.post(self._link.service.sessions.reset_all)
+        sessions = self._link.service.sessions
+
+        async def reset() -> None:
+            sessions.reset_all()
+
+        self._do(reset(), "Reset tripped sessions")
+
+    def _do(self, coro: Coroutine[Any, Any, object], what: str) -> None:
+        self._link.spawn(self.act(self._link.ask(coro), what))
+
+    async def act(self, call: Awaitable[object], what: str) -> None:
+        try:
+            await call
+        except Exception as exc:
+            self.report(f"{what} failed: {exc}")
 
     def open_log(self, path: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))
@@ -141,6 +164,12 @@ class TrayController:
 
     def show(self) -> None:
         self.icon.show()
+
+    def say(self, text: str) -> None:
+        """A tray action's failure, as a tray message (and in the log)."""
+        logger.warning("%s", text)
+        if QSystemTrayIcon.supportsMessages():
+            self.icon.showMessage("mcp-tray", text, QSystemTrayIcon.MessageIcon.Warning, 8000)
 
     def update(self, snapshot: TraySnapshot, kinds: object = None) -> None:
         status = tray_status(snapshot)

@@ -2,9 +2,10 @@
 Activity (app.activity).
 
 Tables are views over the thin models in app.models, behind a sort proxy so
-selection and sort survive every update. Buttons run core calls on core's
-own loop through the link (app.core_link); a button is disabled while its
-call runs, and a failure shows its text in the status bar.
+selection and sort survive every update. A button starts a flow on the GUI
+loop (qasync's) that awaits its core call on core's loop through the link
+(app.core_link); the button is disabled while it runs, and a failure shows
+its text in the status bar.
 
 Nothing here runs while the window is hidden: the 1 Hz tick (ages, uptimes,
 sparklines sliding), the CPU/RSS sampler and the log follower all start in
@@ -375,21 +376,24 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ actions
 
     def run(self, button: QPushButton | None, coro: Coroutine[Any, Any, Any], done: str) -> None:
-        """Run a core call on core's loop: button disabled meanwhile, the outcome in the status bar."""
+        """A core call as a flow on the GUI loop (``act``); the button disabled at once."""
         if button is not None:
             button.setEnabled(False)
+        self.link.spawn(self.act(button, self.link.ask(coro), done))
 
-        def finished(error: BaseException | None) -> None:
-            if isinstance(error, McpTrayError):
-                self.statusBar().showMessage(str(error), 15000)
-            elif error is not None:
-                self.statusBar().showMessage(f"{type(error).__name__}: {error}", 15000)
-            else:
-                self.statusBar().showMessage(done, 5000)
+    async def act(self, button: QPushButton | None, call: Awaitable[Any], done: str) -> None:
+        """Await the core call, then its outcome in the status bar and the button back."""
+        try:
+            await call
+        except McpTrayError as error:
+            self.statusBar().showMessage(str(error), 15000)
+        except Exception as error:
+            self.statusBar().showMessage(f"{type(error).__name__}: {error}", 15000)
+        else:
+            self.statusBar().showMessage(done, 5000)
+        finally:
             if button is not None:
                 button.setEnabled(True)
-
-        self.link.run(coro, finished)
 
     def _on_servers(self, button: QPushButton, act: Callable[[str], Awaitable[None]]) -> None:
         names = self.servers.selected_keys()
@@ -581,6 +585,7 @@ class MainWindow(QMainWindow):
     def close_down(self) -> None:
         """Hide and let a sample under way finish (before the service stops)."""
         self.hide()
+        self.approvals.close_down()
         if self._follower is not None:
             self._follower.close()
             self._follower = None

@@ -13,6 +13,14 @@ every door (``/mcp/NAME``, ``/mcp``, a profile, the bridge, both eras):
   ``approval_timeout_s`` of the injected clock runs out. Only the waiting
   request waits: the others of its session go on.
 
+Besides the CLI and the API, a held call can ask someone itself: an
+``asker`` (the tray's window sets one) is awaited with the call's snapshot
+and answers a scope or None (deny). Core awaits it on its own loop while the
+asker runs where it lives (the window: on the GUI thread's loop, reached
+with ``run_coroutine_threadsafe`` and ``wrap_future``); whichever answer
+comes first wins, and the asker is cancelled once the call is settled. An
+asker that fails leaves the call waiting for the other answers.
+
 A refusal is a ``Verdict`` (plain data the call journal can record:
 ``refused`` by ``tool-change``, ``denied`` or ``timeout`` by ``approval``)
 and reaches the model as a tool error saying who refused and how to allow
@@ -22,10 +30,11 @@ it. It never passes the session breaker, so it never counts as a failure.
 import asyncio
 import contextlib
 import fnmatch
+import functools
 import json
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 #: In the state folder: the "Always allow" answers.
 GRANTS_FILE: Final = "approvals.json"
+
+
+#: Asked by a held call (on core's loop): the person's answer, a scope or None for Deny.
+Asker = Callable[[ApprovalSnapshot], Awaitable[Scope | None]]
 
 
 def is_destructive(annotations: Mapping[str, Any]) -> bool:
@@ -119,6 +132,9 @@ class Approvals:
         #: (server, tool) -> since: "Always allow".
         self._always: dict[tuple[str, str], str] = {}
         self._loaded = False
+        #: Who a held call asks besides the CLI and the API (the tray's window), if anyone.
+        self.asker: Asker | None = None
+        self._applying: set[asyncio.Task[str]] = set()
 
     # ----------------------------------------------------------------- file
 
@@ -214,9 +230,12 @@ class Approvals:
                 alert=AlertKind.APPROVAL,
             )
         )
+        prompt = self._prompt(pending)
         try:
             answered, scope = await wait_within(self.clock, pending.answer, timeout)
         finally:
+            if prompt is not None:
+                prompt.cancel()
             self.pending.pop(pending.id, None)
             supervisor.publish(Event(EventKind.APPROVALS, pending.server))
         where = f"call of {pending.tool!r} on server {pending.server!r}"
@@ -241,6 +260,50 @@ class Approvals:
                 f"{pending.reason} in {supervisor.config.path}.",
             )
         return Verdict("allowed", "approval", pending.id, f"allowed ({scope})", scope)
+
+    def _prompt(self, pending: PendingCall) -> "asyncio.Future[Scope | None] | None":
+        if self.asker is None:
+            return None
+        try:
+            prompt = asyncio.ensure_future(self.asker(pending.snapshot()))
+        except Exception as exc:
+            logger.warning("could not ask the window about %s: %s", pending.id, exc)
+            return None
+        prompt.add_done_callback(functools.partial(self._heard, pending))
+        return prompt
+
+    def _heard(self, pending: PendingCall, prompt: "asyncio.Future[Scope | None]") -> None:
+        """The asker answered: applied as the same answer from the CLI would be."""
+        if prompt.cancelled():
+            return
+        error = prompt.exception()
+        if pending.answer.done():
+            return
+        if error is not None:
+            logger.warning(
+                "the window's prompt for %s failed (%s): it still waits for mcp-tray approve %s",
+                pending.id,
+                error,
+                pending.id,
+            )
+            return
+        scope = prompt.result()
+        if scope is None:
+            self.deny(pending.id)
+            return
+        applying = asyncio.ensure_future(self.approve(pending.id, scope))
+        self._applying.add(applying)
+        applying.add_done_callback(functools.partial(self._applied, pending))
+
+    def _applied(self, pending: PendingCall, applying: "asyncio.Task[str]") -> None:
+        self._applying.discard(applying)
+        if not applying.cancelled() and (error := applying.exception()) is not None:
+            logger.warning(
+                "allowing %s failed (%s): it still waits for mcp-tray approve %s",
+                pending.id,
+                error,
+                pending.id,
+            )
 
     # ------------------------------------------------------------- answers
 

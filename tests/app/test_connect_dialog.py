@@ -37,6 +37,12 @@ def dialog(qtbot: QtBot, home: Path, names: Sequence[str] = ("echo", "notes")) -
     return shown
 
 
+def install(qtbot: QtBot, shown: ConnectDialog) -> None:
+    """Click Install and wait for the write (a flow on the GUI loop) to end."""
+    QTest.mouseClick(shown.install_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: shown.writing is None, timeout=5000)
+
+
 def choose(shown: ConnectDialog, client: str) -> None:
     shown.client_box.setCurrentIndex(shown.client_box.findData(client))
 
@@ -169,7 +175,7 @@ def test_a_conflict_blocks_install_until_replace_is_ticked(qtbot: QtBot, tmp_pat
     assert not shown.install_button.isEnabled()
 
     shown.overwrite_box.setChecked(True)
-    QTest.mouseClick(shown.install_button, Qt.MouseButton.LeftButton)
+    install(qtbot, shown)
 
     assert json.loads(path.read_text())["mcpServers"]["echo"]["args"][-2:] == ["connect", "echo"]
     assert shown.outcome is not None and shown.outcome.plan.updated == ("echo",)
@@ -183,7 +189,7 @@ def test_a_file_changed_behind_the_preview_is_not_overwritten_and_the_preview_ca
     choose(shown, "cursor")
     path.write_text('{"mcpServers": {"added-meanwhile": {"command": "x"}}}\n')
 
-    QTest.mouseClick(shown.install_button, Qt.MouseButton.LeftButton)
+    install(qtbot, shown)
 
     assert "changed since this install was planned" in shown.status.text()
     assert "added-meanwhile" in path.read_text() and '"echo"' not in path.read_text()
@@ -296,7 +302,7 @@ def test_a_profile_is_offered_as_one_entry_instead_of_one_per_server(
     assert '"mcp-tray-coding": {' in diff and '"echo"' not in diff
     assert '"connect",' in diff and '"@coding"' in diff
     assert not shown.server_list.isEnabled()
-    shown.install()
+    install(qtbot, shown)
     written = json.loads(client_config_path("cursor", home=tmp_path).read_text())
     assert list(written["mcpServers"]) == ["mcp-tray-coding"]
 
