@@ -39,6 +39,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
+from core.settings.lean_check import check_lean
 from core.settings.oversight_check import (
     check_approval_timeout,
     check_approve,
@@ -496,6 +497,7 @@ class _Checker:
                 fix=f"use {DEFAULT_MAX_CHILDREN} (the default) or remove it; it caps the children "
                 'made for sessions or workspaces ("sharing": "per-session" or "per-workspace")',
             )
+        start, idle_stop_s = check_lean(entry, keys, self)
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -514,6 +516,8 @@ class _Checker:
                 entry.get("on_tool_change", "hold"), [*keys, "on_tool_change"], self
             ),
             max_children=max_children,
+            start=start,
+            idle_stop_s=idle_stop_s,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

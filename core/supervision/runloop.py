@@ -25,6 +25,7 @@ from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
 from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
+from core.supervision.idle import IdleWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -71,6 +72,14 @@ class RunHost(Protocol):
     def logs(self) -> LogSink: ...
     @property
     def stderr_tail(self) -> deque[str]: ...
+    @property
+    def on_demand(self) -> bool: ...
+    @property
+    def idle(self) -> IdleWatch: ...
+
+    def idle_limit(self) -> float | None: ...
+    async def keep_catalog(self) -> None: ...
+    async def restore_catalog(self) -> bool: ...
 
     def change_state(self, new: ServerState, why: str) -> None: ...
     def park(self, reason: str) -> None: ...
@@ -95,8 +104,18 @@ class RunLoop:
 
     async def supervise(self) -> None:
         server = self.server
+        if server.on_demand and server.state is S.STOPPED and await server.restore_catalog():
+            server.change_state(
+                S.SLEEPING, "on demand: its kept catalog answers lists until a request needs it"
+            )
         while True:
+            if server.state is S.SLEEPING:
+                # A request wakes it (``ManagedServer.wake``); so does Respawn, by
+                # replacing this task.
+                await server.respawn_now.wait()
             run = await self.run_once()
+            if server.state is S.SLEEPING:
+                continue
             if server.state is S.PARKED:
                 await self.wait_parked()
                 continue
@@ -201,12 +220,23 @@ class RunLoop:
                     health = asyncio.ensure_future(self.health(run, upstream))
                     if server.catalog.modern:
                         server.listen.open(upstream)
+                    server.idle.touch()  # idle counts from ready, not from the spawn
+                    idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
                     try:
-                        await ended
+                        await asyncio.wait([ended, idle], return_when=asyncio.FIRST_COMPLETED)
+                        if idle.done() and not ended.done():
+                            # Ours to end, not an exit: the stop contract follows (finish).
+                            run.intentional = True
+                            server.change_state(
+                                S.SLEEPING,
+                                f"nothing needed it for {idle.result():g} s: stopped until a "
+                                "request needs it",
+                            )
                     finally:
                         server.listen.close()
-                        health.cancel()
-                        await asyncio.gather(health, return_exceptions=True)
+                        for task in (health, idle):
+                            task.cancel()
+                        await asyncio.gather(health, idle, return_exceptions=True)
                 elif failure is not None:
                     detail = _describe_failure(failure)
                     server.note_error(f"start failed: {detail}")
@@ -265,6 +295,7 @@ class RunLoop:
                 # The stateless era has no connection state to restore.
                 await server.routing.replay(upstream, catalog.capabilities)
             server.catalog.known = True
+            await server.keep_catalog()
             server.broadcast()
             if run.generation > 1:
                 # Clients only learn about a respawned server's new tools
@@ -294,6 +325,7 @@ class RunLoop:
             if run is not None and run.upstream is not None and kind in LIST_KINDS:
                 with contextlib.suppress(RpcError, ConnectionLost):
                     await server.catalog.refresh(run.upstream, only=kind)
+                    await server.keep_catalog()
             server.publish(EventKind.LISTS, kind)
         server.routing.notify(method, params)
 
