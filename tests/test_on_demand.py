@@ -42,6 +42,7 @@ from tests.conftest import (
     wait_until,
 )
 from tests.fakes import FakeClock
+from tests.cli_support import cli
 from tests.gateway_support import Services, http_client, text
 from tests.isolation_support import LEGACY
 
@@ -290,3 +291,24 @@ def _config_file(folder: Path, **extra: Any) -> Path:
     path = folder / "config.json"
     path.write_text(json.dumps({"mcpServers": {"lazy": on_demand(ECHO, **extra)}}))
     return path
+
+
+def test_mcp_tray_tools_and_status_answer_for_a_sleeping_server_after_a_tray_restart(
+    headless: Any,
+) -> None:
+    config = {"mcpServers": {"lazy": on_demand(ECHO)}}
+    first = headless(config)
+    first.wait_state("lazy", "ready")
+    first.stop()
+
+    second = headless(config, home=first.home)
+    row = second.wait_state("lazy", "sleeping")
+    result = cli(second.home, "tools", "lazy", "--json")
+
+    assert result.returncode == 0, result.stderr
+    assert "echo" in [tool["name"] for tool in json.loads(result.stdout)["tools"]]
+    assert (row["pid"], row["generation"]) == (None, 0)
+    status = cli(second.home, "status")
+    assert "sleeping" in status.stdout
+    # Still asleep: listing its tools started nothing.
+    assert second.wait_state("lazy", "sleeping")["generation"] == 0
