@@ -18,6 +18,7 @@ Figures are printed, not asserted. Run: .venv/bin/python bench/on_demand.py
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -31,10 +32,10 @@ import psutil
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.base.states import ServerState  # noqa: E402
-from core.settings.config import load_config  # noqa: E402
-from core.settings.paths import default_paths  # noqa: E402
-from core.supervision.supervisor import Supervisor  # noqa: E402
+from core.base.states import ServerState
+from core.settings.config import load_config
+from core.settings.paths import default_paths
+from core.supervision.supervisor import Supervisor
 
 SERVERS = Path(__file__).resolve().parents[1] / "tests" / "servers"
 #: (script, a tool, its arguments)
@@ -72,10 +73,8 @@ def rss_mib() -> float:
     me = psutil.Process()
     total = me.memory_info().rss
     for child in me.children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             total += child.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
     return total / 2**20
 
 

@@ -32,6 +32,7 @@ from core.supervision.catalog_store import (
 )
 from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
+from tests.cli_support import cli
 from tests.conftest import (
     ECHO,
     SupervisorFactory,
@@ -42,7 +43,6 @@ from tests.conftest import (
     wait_until,
 )
 from tests.fakes import FakeClock
-from tests.cli_support import cli
 from tests.gateway_support import Services, http_client, text
 from tests.isolation_support import LEGACY
 
