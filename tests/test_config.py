@@ -427,6 +427,17 @@ def test_a_byte_order_mark_from_a_windows_editor_is_accepted(tmp_path: Path) -> 
         ('"start": "lazy"', "mcpServers.a.start", "must be one of always, on-demand"),
         ('"start": "on-demand", "idle_stop_s": 0', "mcpServers.a.idle_stop_s", "from 1 to"),
         ('"idle_stop_s": 60', "mcpServers.a.idle_stop_s", "only an on-demand server"),
+        ('"standby": "yes"', "mcpServers.a.standby", "must be true or false"),
+        (
+            '"standby": true, "sharing": "per-session"',
+            "mcpServers.a.standby",
+            'a "per-session" entry takes no standby',
+        ),
+        (
+            '"standby": true, "sharing": "per-workspace"',
+            "mcpServers.a.standby",
+            'a "per-workspace" entry takes no standby',
+        ),
     ],
 )
 def test_lean_keys_are_refused_with_the_key_and_the_reason(

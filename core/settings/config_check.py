@@ -497,7 +497,7 @@ class _Checker:
                 fix=f"use {DEFAULT_MAX_CHILDREN} (the default) or remove it; it caps the children "
                 'made for sessions or workspaces ("sharing": "per-session" or "per-workspace")',
             )
-        start, idle_stop_s = check_lean(entry, keys, self)
+        start, idle_stop_s, standby = check_lean(entry, keys, sharing, self)
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -518,6 +518,7 @@ class _Checker:
             max_children=max_children,
             start=start,
             idle_stop_s=idle_stop_s,
+            standby=standby,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

@@ -61,6 +61,7 @@ SERVER_KEYS: Final = (
     "max_children",
     "start",
     "idle_stop_s",
+    "standby",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "approval_timeout_s", "$schema")
 #: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
@@ -126,6 +127,8 @@ class ServerConfig:
     start: StartMode = "always"
     #: How long an on-demand server may go with nothing that needs it.
     idle_stop_s: float = DEFAULT_IDLE_STOP_S
+    #: Keep one spare child started beside the active one (stateless shared servers).
+    standby: bool = False
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""

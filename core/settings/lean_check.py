@@ -1,7 +1,8 @@
 """The config's keys for lean servers, checked (docs/design.md §3.2).
 
-``"start"`` (``"always"`` or ``"on-demand"``) and ``"idle_stop_s"`` (how long
-an on-demand server may go with nothing that needs it). Kept apart from
+``"start"`` (``"always"`` or ``"on-demand"``), ``"idle_stop_s"`` (how long
+an on-demand server may go with nothing that needs it) and ``"standby"`` (a
+spare child kept started beside the active one; shared entries only). Kept apart from
 core.settings.config_check so that module stays about the launch of a server.
 """
 
@@ -13,15 +14,16 @@ from core.settings.config_model import (
     MAX_IDLE_STOP_S,
     MIN_IDLE_STOP_S,
     START_MODES,
+    Sharing,
     StartMode,
 )
 from core.settings.profiles import Problems
 
 
 def check_lean(
-    entry: Mapping[str, Any], keys: list[str | int], problems: Problems
-) -> tuple[StartMode, float]:
-    """A server entry's ``start`` and ``idle_stop_s``."""
+    entry: Mapping[str, Any], keys: list[str | int], sharing: Sharing, problems: Problems
+) -> tuple[StartMode, float, bool]:
+    """A server entry's ``start``, ``idle_stop_s`` and ``standby``."""
     start = entry.get("start", "always")
     if start not in START_MODES:
         raise problems.error(
@@ -49,4 +51,25 @@ def check_lean(
             f'only an on-demand server stops when idle, and this entry has "start": "{start}"',
             fix='add "start": "on-demand" or remove "idle_stop_s"',
         )
-    return start, float(idle)
+    standby = entry.get("standby", False)
+    if not isinstance(standby, bool):
+        raise problems.error(
+            [*keys, "standby"],
+            f"must be true or false, got {problems.describe(standby)}",
+            fix='write "standby": true',
+        )
+    if standby and sharing != "shared":
+        raise problems.error(
+            [*keys, "standby"],
+            f'a "{sharing}" entry takes no standby: a spare child cannot know the session '
+            "or workspace it would be made for",
+            fix='remove "standby", or use it on a stateless "shared" server',
+        )
+    if standby and start == "on-demand":
+        raise problems.error(
+            [*keys, "standby"],
+            "an on-demand server takes no standby: the spare would keep a child running "
+            "while it sleeps",
+            fix='remove "standby" or "start": "on-demand"',
+        )
+    return start, float(idle), standby

@@ -31,6 +31,7 @@ from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
+from core.supervision.standby import Standby
 from core.supervision.upstream import Upstream
 
 S = ServerState
@@ -101,8 +102,22 @@ class RunLoop:
         self.generation = 0
         self.restarts = 0
         self.current_run: Run | None = None
+        self.standby = Standby(
+            self.spawn_fresh,
+            server.log,
+            lambda text: self.stderr_line(self.generation + 1, text),
+            server.timing.stop,
+            server.clock,
+        )
 
     async def supervise(self) -> None:
+        try:
+            await self._supervise()
+        finally:
+            # Stop, respawn, a config edit: the spare goes with the run loop.
+            await self.standby.end()
+
+    async def _supervise(self) -> None:
         server = self.server
         if server.on_demand and server.state is S.STOPPED and await server.restore_catalog():
             server.change_state(
@@ -119,6 +134,8 @@ class RunLoop:
             if server.state is S.PARKED:
                 await self.wait_parked()
                 continue
+            if server.config.standby and self.standby.ready:
+                continue  # the spare is up: it takes over now, not after a backoff
             delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
             await self.backoff(delay)
 
@@ -174,6 +191,12 @@ class RunLoop:
         return run
 
     async def spawn(self) -> ChildProcess:
+        """The standby spare when there is one alive, else a fresh child."""
+        if self.server.config.standby and (spare := self.standby.take()) is not None:
+            return spare
+        return await self.spawn_fresh()
+
+    async def spawn_fresh(self) -> ChildProcess:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
         server = self.server
         try:
@@ -220,6 +243,8 @@ class RunLoop:
                     health = asyncio.ensure_future(self.health(run, upstream))
                     if server.catalog.modern:
                         server.listen.open(upstream)
+                    if server.config.standby:
+                        self.standby.fill()
                     server.idle.touch()  # idle counts from ready, not from the spawn
                     idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
                     try:

@@ -382,6 +382,7 @@ class ManagedServer:
         relaunch = (
             config.launch_key() != self.config.launch_key()
             or config.disabled != self.config.disabled
+            or config.standby != self.config.standby
         )
         self.config = config
         self.idle.touch()  # its idle_stop_s (or start) may have changed
