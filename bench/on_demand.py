@@ -120,7 +120,8 @@ async def main(count: int, rounds: int) -> None:
                 f"(max {c[-1] * 1000:.0f}), warm p50 {w[len(w) // 2] * 1000:.2f} ms, "
                 f"{rounds} rounds"
             )
-    print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.1f}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"cores {os.cpu_count()}, load {load:.1f}")
     print(f"command: .venv/bin/python bench/on_demand.py --servers {count} --rounds {rounds}")
 
 
