@@ -2,7 +2,8 @@
 
 A server's row shows the icon its state would give the tray (``state_icon``),
 so the table and the tray speak one visual language: green disc, amber
-triangle, red octagon, grey ring.
+triangle, red octagon, grey ring; a sleeping server (on demand) a green ring
+with a crescent, while the tray stays green.
 """
 
 from functools import cache
@@ -22,7 +23,15 @@ def tray_icon(colour: TrayColour) -> QIcon:
 
 
 def state_icon(state: ServerState) -> QIcon:
+    if state is ServerState.SLEEPING:
+        # The tray stays green for it; its row says "asleep, fine" in a shape of its own.
+        return _sleeping_icon()
     return tray_icon(state_colour(state))
+
+
+@cache
+def _sleeping_icon() -> QIcon:
+    return QIcon(str(ICONS / "state-sleeping.svg"))
 
 
 @cache

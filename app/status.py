@@ -66,6 +66,8 @@ STATE_COLOURS: Final = {
     ServerState.EXITED: TrayColour.AMBER,
     ServerState.PARKED: TrayColour.RED,
     ServerState.STOPPED: TrayColour.GREY,
+    # Asleep on purpose (on demand) and answering lists: calm, never a worry.
+    ServerState.SLEEPING: TrayColour.GREEN,
 }
 
 
@@ -312,7 +314,11 @@ def tray_status(snapshot: TraySnapshot) -> TrayStatus:
             "Start them from the window, or mcp-tray start NAME",
         )
     stopped = len(servers) - len(running)
+    sleeping = sum(1 for s in servers if s.state is ServerState.SLEEPING)
+    awake = len(running) - sleeping
     return TrayStatus(
         TrayColour.GREEN,
-        f"{_plural(len(running), 'server')} ready" + (f", {stopped} stopped" if stopped else ""),
+        f"{_plural(awake, 'server')} ready"
+        + (f", {sleeping} sleeping" if sleeping else "")
+        + (f", {stopped} stopped" if stopped else ""),
     )

@@ -419,3 +419,36 @@ def test_a_byte_order_mark_from_a_windows_editor_is_accepted(tmp_path: Path) -> 
     path = tmp_path / "config.json"
     path.write_bytes(b'\xef\xbb\xbf{"mcpServers": {"a": {"command": "x"}}}')
     assert list(load_config(path).servers) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "said"),
+    [
+        ('"start": "lazy"', "mcpServers.a.start", "must be one of always, on-demand"),
+        ('"start": "on-demand", "idle_stop_s": 0', "mcpServers.a.idle_stop_s", "from 1 to"),
+        ('"idle_stop_s": 60', "mcpServers.a.idle_stop_s", "only an on-demand server"),
+        ('"standby": "yes"', "mcpServers.a.standby", "must be true or false"),
+        (
+            '"standby": true, "sharing": "per-session"',
+            "mcpServers.a.standby",
+            'a "per-session" entry takes no standby',
+        ),
+        (
+            '"standby": true, "sharing": "per-workspace"',
+            "mcpServers.a.standby",
+            'a "per-workspace" entry takes no standby',
+        ),
+    ],
+)
+def test_lean_keys_are_refused_with_the_key_and_the_reason(
+    tmp_path: Path, entry: str, key: str, said: str
+) -> None:
+    error = error_for(tmp_path, '{"mcpServers": {"a": {"command": "x", ' + entry + "}}}")
+    assert key in str(error) and said in str(error)
+    assert "Fix:" in str(error)
+
+
+def test_an_on_demand_entry_loads_with_its_idle_time(tmp_path: Path) -> None:
+    text = '{"mcpServers": {"a": {"command": "x", "start": "on-demand", "idle_stop_s": 90}}}'
+    server = load_config(write(tmp_path, text)).servers["a"]
+    assert (server.start, server.idle_stop_s) == ("on-demand", 90.0)

@@ -21,6 +21,8 @@ class ServerState(enum.Enum):
     EXITED = "exited"
     #: Kept down on purpose: it kept dying, or cannot start at all.
     PARKED = "parked"
+    #: An on-demand server with no child: its kept catalog answers lists, a call wakes it.
+    SLEEPING = "sleeping"
 
 
 class BreakerState(enum.Enum):
@@ -36,8 +38,9 @@ S = ServerState
 
 #: Every allowed move; ``ManagedServer.change_state`` refuses anything else.
 ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
-    # stopped -> starting: the user (or start-up) asked for the server.
-    S.STOPPED: frozenset({S.STARTING}),
+    # stopped -> starting: the user (or start-up) asked for the server;
+    # stopped -> sleeping: an on-demand server starts from its kept catalog.
+    S.STOPPED: frozenset({S.STARTING, S.SLEEPING}),
     S.STARTING: frozenset(
         {
             # handshake done and tools listed
@@ -54,10 +57,11 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     ),
     # ready -> degraded: a health ping failed while the child still lives;
     # ready -> exited: the child died; ready -> stopped: the user stopped it;
-    # ready -> starting: the user (or a config edit) asked for a fresh child.
-    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING}),
+    # ready -> starting: the user (or a config edit) asked for a fresh child;
+    # ready -> sleeping: an on-demand server was idle its idle_stop_s (stop contract).
+    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING}),
     # degraded -> ready: a later ping answered again.
-    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING}),
+    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING}),
     S.EXITED: frozenset(
         {
             # the backoff ran out, or a waiting call asked for the respawn now
@@ -69,4 +73,6 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     ),
     # parked -> starting: Respawn, a config change, or the slow self-probe.
     S.PARKED: frozenset({S.STARTING, S.STOPPED}),
+    # sleeping -> starting: a call (or Respawn) needs it; sleeping -> stopped: the user.
+    S.SLEEPING: frozenset({S.STARTING, S.STOPPED}),
 }

@@ -162,7 +162,7 @@ def action_settled(verb: str, before_generation: int, server: dict[str, Any]) ->
         return True  # a run this action began, past its start: ready, exited, parked…
     # No new run: a start on a server that is already up, or parked (its
     # self-probe keeps it "running"), changes nothing; its state is the answer.
-    return verb == "start" and state in ("ready", "degraded", "parked")
+    return verb == "start" and state in ("ready", "degraded", "parked", "sleeping")
 
 
 def _settle(
@@ -206,6 +206,9 @@ def _report_action(verb: str, server: dict[str, Any], settled: bool, wait: float
             file=sys.stderr,
         )
         return EXIT_FAILED
+    if state == "sleeping":
+        print("      sleeping: on demand, it starts at the first request that needs it")
+        return EXIT_OK
     if state in ("ready", "degraded") or (state == "stopped" and verb == "stop"):
         if state == "degraded" and server.get("last_error"):
             print(f"      last error: {server['last_error']}")

@@ -40,6 +40,7 @@ from core.settings.config_model import (
     TrayConfig,
 )
 from core.settings.journal_check import check_journal
+from core.settings.lean_check import check_lean
 from core.settings.oversight_check import (
     check_approval_timeout,
     check_approve,
@@ -498,6 +499,7 @@ class _Checker:
                 fix=f"use {DEFAULT_MAX_CHILDREN} (the default) or remove it; it caps the children "
                 'made for sessions or workspaces ("sharing": "per-session" or "per-workspace")',
             )
+        start, idle_stop_s, standby = check_lean(entry, keys, sharing, self)
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
@@ -516,6 +518,9 @@ class _Checker:
                 entry.get("on_tool_change", "hold"), [*keys, "on_tool_change"], self
             ),
             max_children=max_children,
+            start=start,
+            idle_stop_s=idle_stop_s,
+            standby=standby,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

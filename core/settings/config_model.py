@@ -15,10 +15,19 @@ from core.settings.profiles import ProfileConfig
 
 RetryPolicy = Literal["safe", "always", "never"]
 Sharing = Literal["shared", "per-session", "per-workspace"]
+StartMode = Literal["always", "on-demand"]
 ToolChangeMode = Literal["hold", "warn"]
 
 RETRY_POLICIES: Final = ("safe", "always", "never")
 SHARING_MODES: Final = ("shared", "per-session", "per-workspace")
+#: "always": started with the tray; "on-demand": by the first request that needs it.
+START_MODES: Final = ("always", "on-demand")
+#: An on-demand server stops after this long with nothing that needs it.
+DEFAULT_IDLE_STOP_S: Final = 600.0
+#: Shorter would stop a server between two calls of one agent turn.
+MIN_IDLE_STOP_S: Final = 1.0
+#: A week: past that "on-demand" means nothing.
+MAX_IDLE_STOP_S: Final = 7 * 86400.0
 #: How mcp-tray talks to a child: probe like the SDK's auto mode, or pin an era.
 PROTOCOL_MODES: Final = ("auto", "handshake", "2026-07-28")
 
@@ -50,6 +59,9 @@ SERVER_KEYS: Final = (
     "approve",
     "on_tool_change",
     "max_children",
+    "start",
+    "idle_stop_s",
+    "standby",
 )
 TOP_LEVEL_KEYS: Final = (
     "mcpServers",
@@ -119,6 +131,12 @@ class ServerConfig:
     on_tool_change: ToolChangeMode = "hold"
     #: Children made for sessions or workspaces (core.serving.placement) at once.
     max_children: int = DEFAULT_MAX_CHILDREN
+    #: "on-demand": asleep (no child) until a request needs it, asleep again when idle.
+    start: StartMode = "always"
+    #: How long an on-demand server may go with nothing that needs it.
+    idle_stop_s: float = DEFAULT_IDLE_STOP_S
+    #: Keep one spare child started beside the active one (stateless shared servers).
+    standby: bool = False
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""

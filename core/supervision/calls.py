@@ -81,6 +81,7 @@ class CallSite(Protocol):
     def routing(self) -> Routing: ...
 
     def changed(self) -> asyncio.Event: ...
+    def wake(self, why: str) -> None: ...
     def request_respawn(self) -> None: ...
     def prove(self, run: Run) -> None: ...
     def breaker_moved(self) -> None: ...
@@ -168,7 +169,20 @@ class CallPath:
         timing = server.timing
         run = server.current_run
         respawned = False
-        if run is None or (not run.dead.is_set() and not run.ready.is_set()):
+        if server.state is S.SLEEPING:
+            # On demand: this request starts it, within the usual start timeout; from
+            # there on every rule is any server's (a start that fails, the pre-call gate).
+            last = server.generation
+            server.wake(f"a {method} request needs it")
+            try:
+                run = await self._await_usable(last + 1, timing.start_timeout)
+            except _RunDied as died:
+                run = died.run
+            except _WindowOver:
+                raise CallTimedOut(
+                    server.name, f"{method} (server waking from sleep)", timing.start_timeout
+                ) from None
+        elif run is None or (not run.dead.is_set() and not run.ready.is_set()):
             # Starting (or about to): wait for this start to finish, asking nothing.
             try:
                 run = await self._await_usable(

@@ -9,6 +9,7 @@ result (the handshake era) or its ``server/discover`` result (2026-07-28).
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from core.base.errors import RpcError
@@ -22,6 +23,21 @@ LIST_KINDS: Final = {
     "resources": "resources/list",
     "prompts": "prompts/list",
 }
+
+
+@dataclass(frozen=True)
+class KeptCatalog:
+    """A catalog as an earlier run of the same entry left it, checked field by field."""
+
+    version: str | None
+    modern: bool
+    discover: dict[str, Any]
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any]
+    instructions: str | None
+    listed_tools: list[dict[str, Any]]
+    lists: dict[str, list[dict[str, Any]]]
+    hints: dict[str, dict[str, Any]]
 
 
 class Catalog:
@@ -131,6 +147,37 @@ class Catalog:
         self.tools = {
             t["name"]: t for t in self.lists.get("tools", []) if isinstance(t.get("name"), str)
         }
+
+    def kept(self) -> dict[str, Any]:
+        """What an on-demand server's catalog keeps on disk (core.supervision.catalog_store)."""
+        return {
+            "version": self.version,
+            "modern": self.modern,
+            "discover": self.discover,
+            "capabilities": self.capabilities,
+            "server_info": self.server_info,
+            "instructions": self.instructions,
+            "listed_tools": self.listed_tools,
+            "lists": {k: v for k, v in self.lists.items() if k != "tools"},
+            "hints": self.hints,
+        }
+
+    def restore(self, kept: "KeptCatalog") -> None:
+        """Take a kept catalog (checked by core.supervision.catalog_store) as the last run's."""
+        self.version = kept.version
+        self.modern = kept.modern
+        self.discover = kept.discover
+        self.capabilities = kept.capabilities
+        self.server_info = kept.server_info
+        self.instructions = kept.instructions
+        self.listed_tools = kept.listed_tools
+        self.lists = dict(kept.lists)
+        self.hints = kept.hints
+        # Screened again: a tool held since (or approved) is offered as the review says now.
+        self.lists["tools"] = self.screened(self.listed_tools)
+        self._index_tools()
+        self.known = True
+        self.revision += 1
 
     def tool_annotations(self, name: object) -> Mapping[str, Any]:
         tool = self.tools.get(name) if isinstance(name, str) else None

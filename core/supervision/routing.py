@@ -150,10 +150,24 @@ class Routing:
         #: Client-set state replayed on every new child.
         self.subscriptions: set[str] = set()
         self.log_level: str | None = None
+        #: Requests of the child waiting for a client's answer now.
+        self.server_requests = 0
+        #: Told when a call or a server request begins or ends (core.supervision.idle).
+        self.on_activity: Callable[[], None] | None = None
 
     # ------------------------------------------------------- calls in flight
 
+    @property
+    def calls_open(self) -> bool:
+        """A call is in flight (or parked for its client's answer)."""
+        return bool(self._calls)
+
+    def _moved(self) -> None:
+        if self.on_activity is not None:
+            self.on_activity()
+
     def open_call(self, caller: Caller) -> int:
+        self._moved()
         self._call_ids += 1
         self._calls[self._call_ids] = caller
         self._window.add(caller.session)
@@ -162,6 +176,7 @@ class Routing:
         return self._call_ids
 
     def close_call(self, call_id: int) -> None:
+        self._moved()
         caller = self._calls.pop(call_id, None)
         if caller is not None and caller.waiting is not None:
             self._may_wait -= 1
@@ -259,6 +274,15 @@ class Routing:
         """Hand a server's own request to the one session it can belong to."""
         if method == "ping":
             return {}  # a liveness check of mcp-tray itself: no client needs to hear it
+        self.server_requests += 1
+        self._moved()
+        try:
+            return await self._route_request(method, params)
+        finally:
+            self.server_requests -= 1
+            self._moved()
+
+    async def _route_request(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         if method == ROOTS_LIST:
             return await self._roots()
         owner = self.attribute()
@@ -337,6 +361,7 @@ class Routing:
             self.subscriptions.add(params["uri"])
         elif method == "resources/unsubscribe" and isinstance(params.get("uri"), str):
             self.subscriptions.discard(params["uri"])
+            self._moved()
 
     async def replay(self, upstream: Upstream, capabilities: Mapping[str, Any]) -> None:
         """Subscriptions and the log level clients set survive a respawn."""

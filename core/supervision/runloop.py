@@ -25,11 +25,13 @@ from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
 from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
+from core.supervision.idle import IdleWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
+from core.supervision.standby import Standby
 from core.supervision.upstream import Upstream
 
 S = ServerState
@@ -71,6 +73,14 @@ class RunHost(Protocol):
     def logs(self) -> LogSink: ...
     @property
     def stderr_tail(self) -> deque[str]: ...
+    @property
+    def on_demand(self) -> bool: ...
+    @property
+    def idle(self) -> IdleWatch: ...
+
+    def idle_limit(self) -> float | None: ...
+    async def keep_catalog(self) -> None: ...
+    async def restore_catalog(self) -> bool: ...
 
     def change_state(self, new: ServerState, why: str) -> None: ...
     def park(self, reason: str) -> None: ...
@@ -92,14 +102,40 @@ class RunLoop:
         self.generation = 0
         self.restarts = 0
         self.current_run: Run | None = None
+        self.standby = Standby(
+            self.spawn_fresh,
+            server.log,
+            lambda text: self.stderr_line(self.generation + 1, text),
+            server.timing.stop,
+            server.clock,
+        )
 
     async def supervise(self) -> None:
+        try:
+            await self._supervise()
+        finally:
+            # Stop, respawn, a config edit: the spare goes with the run loop.
+            await self.standby.end()
+
+    async def _supervise(self) -> None:
         server = self.server
+        if server.on_demand and server.state is S.STOPPED and await server.restore_catalog():
+            server.change_state(
+                S.SLEEPING, "on demand: its kept catalog answers lists until a request needs it"
+            )
         while True:
+            if server.state is S.SLEEPING:
+                # A request wakes it (``ManagedServer.wake``); so does Respawn, by
+                # replacing this task.
+                await server.respawn_now.wait()
             run = await self.run_once()
+            if server.state is S.SLEEPING:
+                continue
             if server.state is S.PARKED:
                 await self.wait_parked()
                 continue
+            if server.config.standby and self.standby.ready:
+                continue  # the spare is up: it takes over now, not after a backoff
             delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
             await self.backoff(delay)
 
@@ -155,6 +191,12 @@ class RunLoop:
         return run
 
     async def spawn(self) -> ChildProcess:
+        """The standby spare when there is one alive, else a fresh child."""
+        if self.server.config.standby and (spare := self.standby.take()) is not None:
+            return spare
+        return await self.spawn_fresh()
+
+    async def spawn_fresh(self) -> ChildProcess:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
         server = self.server
         try:
@@ -201,12 +243,25 @@ class RunLoop:
                     health = asyncio.ensure_future(self.health(run, upstream))
                     if server.catalog.modern:
                         server.listen.open(upstream)
+                    if server.config.standby:
+                        self.standby.fill()
+                    server.idle.touch()  # idle counts from ready, not from the spawn
+                    idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
                     try:
-                        await ended
+                        await asyncio.wait([ended, idle], return_when=asyncio.FIRST_COMPLETED)
+                        if idle.done() and not ended.done():
+                            # Ours to end, not an exit: the stop contract follows (finish).
+                            run.intentional = True
+                            server.change_state(
+                                S.SLEEPING,
+                                f"nothing needed it for {idle.result():g} s: stopped until a "
+                                "request needs it",
+                            )
                     finally:
                         server.listen.close()
-                        health.cancel()
-                        await asyncio.gather(health, return_exceptions=True)
+                        for task in (health, idle):
+                            task.cancel()
+                        await asyncio.gather(health, idle, return_exceptions=True)
                 elif failure is not None:
                     detail = _describe_failure(failure)
                     server.note_error(f"start failed: {detail}")
@@ -265,6 +320,7 @@ class RunLoop:
                 # The stateless era has no connection state to restore.
                 await server.routing.replay(upstream, catalog.capabilities)
             server.catalog.known = True
+            await server.keep_catalog()
             server.broadcast()
             if run.generation > 1:
                 # Clients only learn about a respawned server's new tools
@@ -294,6 +350,7 @@ class RunLoop:
             if run is not None and run.upstream is not None and kind in LIST_KINDS:
                 with contextlib.suppress(RpcError, ConnectionLost):
                     await server.catalog.refresh(run.upstream, only=kind)
+                    await server.keep_catalog()
             server.publish(EventKind.LISTS, kind)
         server.routing.notify(method, params)
 

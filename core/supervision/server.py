@@ -27,7 +27,9 @@ from core.settings.config import ServerConfig, Sharing
 from core.supervision.breakers import ServerBreaker
 from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
+from core.supervision.catalog_store import load_catalog, save_catalog
 from core.supervision.child import ChildProcess, Spawner
+from core.supervision.idle import IdleWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -63,8 +65,11 @@ class ManagedServer:
         breaker: ServerBreaker | None = None,
         env_resolver: EnvResolver | None = None,
         review: ToolReview | None = None,
+        catalog_dir: Path | None = None,
     ) -> None:
         self.config = config
+        #: Where an on-demand server keeps its catalog while it sleeps (None: nowhere).
+        self.catalog_dir = catalog_dir
         self.name = config.name
         self.owner = owner
         self.logs = logs
@@ -93,6 +98,7 @@ class ManagedServer:
         self.routing.on_ambiguous = self._ambiguous_request
         self.routing.on_shared_roots = self._shared_roots
         self.routing.on_roots_stale = self._roots_stale
+        self.idle = IdleWatch(clock, self.routing)
         #: Set the first time a server request could not be placed (docs/design.md §3.10).
         self.isolation_warning: str | None = None
         #: Set the first time this shared server asked for roots (its notice).
@@ -182,6 +188,45 @@ class ManagedServer:
         task = asyncio.ensure_future(self.notify_upstream(ROOTS_CHANGED, None))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    # ------------------------------------------------------------ sleeping
+
+    @property
+    def on_demand(self) -> bool:
+        """Started by the first request that needs it, stopped when idle. A child made for
+        one session or workspace (NAME@suffix) never sleeps: its session needs it."""
+        return self.config.start == "on-demand" and "@" not in self.name
+
+    def idle_limit(self) -> float | None:
+        """How long it may go with nothing that needs it (None: it never sleeps)."""
+        return self.config.idle_stop_s if self.on_demand else None
+
+    def wake(self, why: str) -> None:
+        """A request needs a sleeping server: its run loop starts a child now."""
+        if not self.respawn_now.is_set():
+            self.log(f"waking: {why}")
+        self.respawn_now.set()
+
+    async def keep_catalog(self) -> None:
+        """An on-demand server's catalog goes to disk after every listing (it answers from
+        there while it sleeps, also after a tray restart)."""
+        if not self.on_demand or self.catalog_dir is None:
+            return
+        try:
+            await asyncio.to_thread(save_catalog, self.catalog_dir, self.config, self.catalog)
+        except OSError as exc:
+            self.log(f"could not keep its catalog in {self.catalog_dir}: {exc}")
+
+    async def restore_catalog(self) -> bool:
+        """The catalog an earlier run kept, if it is still this entry's; False: start to learn."""
+        if self.catalog_dir is None:
+            return False
+        loaded = await asyncio.to_thread(load_catalog, self.catalog_dir, self.config)
+        if loaded.catalog is None:
+            self.log(f"on demand: starting it to learn its catalog ({loaded.why_not})")
+            return False
+        self.catalog.restore(loaded.catalog)
+        return True
 
     # ------------------------------------------------------------ the run
 
@@ -337,8 +382,10 @@ class ManagedServer:
         relaunch = (
             config.launch_key() != self.config.launch_key()
             or config.disabled != self.config.disabled
+            or config.standby != self.config.standby
         )
         self.config = config
+        self.idle.touch()  # its idle_stop_s (or start) may have changed
         if not relaunch:
             return False
         if config.disabled:
@@ -411,6 +458,7 @@ class ManagedServer:
         """A first client subscribed to ``uri``: have the child tell mcp-tray of its updates."""
         if self.catalog.modern:
             self.routing.subscriptions.add(uri)
+            self.idle.touch()
             self.listen.refresh()
         else:
             await self.request("resources/subscribe", {"uri": uri}, caller)
@@ -419,6 +467,7 @@ class ManagedServer:
         """The last client subscribed to ``uri`` left."""
         if self.catalog.modern:
             self.routing.subscriptions.discard(uri)
+            self.idle.touch()
             self.listen.refresh()
         else:
             await self.request("resources/unsubscribe", {"uri": uri}, caller)

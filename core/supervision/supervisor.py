@@ -29,6 +29,7 @@ from core.base.snapshot import (
 )
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
+from core.supervision.catalog_store import CATALOGS_DIR
 from core.supervision.child import LIVE_PIDS, ChildProcess, Spawner
 from core.supervision.logs import LogSink
 from core.supervision.run import Timing
@@ -117,6 +118,7 @@ class Supervisor:
             spawn=self._spawn,
             env_resolver=self._env_resolver,
             review=self.review,
+            catalog_dir=self.paths.state_dir / CATALOGS_DIR,
         )
         server.on_call_done = self._call_done
         return server

@@ -22,6 +22,7 @@ from core.base.snapshot import (
     WarningSnapshot,
 )
 from core.base.states import ServerState
+from tests.app import builders
 from tests.app.scenes import CONFIG, server, snapshot
 
 PARK_REASON = (
@@ -271,3 +272,20 @@ def test_a_servers_own_colour_is_the_tray_colour_its_state_would_cause(
     assert state_colour(state) is colour
     if state is not ServerState.STOPPED:
         assert tray_status(snapshot(server("a", state, reason="x"))).colour is colour
+
+
+def test_a_sleeping_server_is_calm_the_tray_stays_green_and_says_it_sleeps() -> None:
+    snap = TraySnapshot(
+        version="0",
+        config_path=CONFIG,
+        servers=(
+            builders.server("fs", ServerState.READY),
+            builders.server("lazy", ServerState.SLEEPING),
+        ),
+    )
+
+    status = tray_status(snap)
+
+    assert state_colour(ServerState.SLEEPING) is TrayColour.GREEN
+    assert status.colour is TrayColour.GREEN
+    assert status.cause == "1 server ready, 1 sleeping"
