@@ -420,7 +420,7 @@ class Pipeline:
                 # A tool error the model reads; never the breaker's business.
                 client.session.requests += 1
                 return encode(request.verdict.tool_error(), method, client.modern, catalog)
-            if client.modern:
+            if client.modern and request.mirrored:
                 _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
         result = await guarded(
             self.sessions,
