@@ -1,6 +1,7 @@
 """The aggregate's lists: built off the call path once per change, encoded once, and current.
 
-Strategy: the splice of a pre-encoded result into a response is checked
+Strategy: the views' cache is driven by hand over real catalogs (what it
+reads of a server); the splice of a pre-encoded result into a response is checked
 against the plain encoder byte for byte. The cache is shown on a real tray
 in the test's loop with a real child (tests/servers/growing.py) that adds a
 tool while it runs and says so with ``notifications/tools/list_changed``;
@@ -12,11 +13,16 @@ bench/list_cache.py, never asserted here.
 """
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from mcp.client.session import IncomingMessage
 
 from core.protocol.jsonrpc import SLICE_CHARS, EncodedResult, dumps, encoded
+from core.serving.view_cache import Views
+from core.settings.config import load_config
+from core.supervision.catalog import Catalog
+from core.supervision.server import ManagedServer
 from tests.conftest import SERVERS, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, http_client, sdk_client
 
@@ -97,3 +103,39 @@ async def test_a_members_list_changed_rebuilds_the_cache_off_the_call_path_and_t
     assert again is not cached and again.json != cached.json  # invalidated, encoded anew
     assert found.structured_content is not None
     assert found.structured_content["tools"][0]["name"] == "g__fresh"
+
+
+class Member:
+    """What the views read of a managed server: its catalog (a real one)."""
+
+    def __init__(self, tools: list[str]) -> None:
+        self.catalog = Catalog()
+        self.catalog.known = True
+        self.catalog.lists = {"tools": [{"name": name, "inputSchema": {}} for name in tools]}
+
+
+async def test_a_view_whose_catalog_moved_is_never_served_stale_and_a_rebuild_lands_off_the_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "a"}}}))
+    config = load_config(path)
+    member = Member(["one"])
+    views = Views(lambda: config, lambda: cast(dict[str, ManagedServer], {"a": member}))
+
+    assert [t["name"] for t in views.get("all").view.tools] == ["a__one"]
+    member.catalog.lists = {"tools": [{"name": "two", "inputSchema": {}}]}
+    member.catalog.revision += 1  # a listing, before any rebuild ran
+    assert [t["name"] for t in views.get("all").view.tools] == ["a__two"]
+    assert views.built_on_call == 2
+
+    member.catalog.lists = {"tools": [{"name": "three", "inputSchema": {}}]}
+    member.catalog.revision += 1
+    views.changed()
+    rebuilding = views.settled()
+    assert rebuilding is not None
+    await rebuilding
+    listing = views.get("all")
+    assert [t["name"] for t in listing.view.tools] == ["a__three"]
+    assert (views.built_on_call, views.rebuilds) == (2, 1)
+    assert json.loads(listing.answer("tools", True).json)["resultType"] == "complete"

@@ -173,7 +173,11 @@ class Views:
         if self._task is not None and not self._task.done():
             self._again = True
             return
-        self._task = asyncio.get_running_loop().create_task(self._rebuild())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop runs (a tray not started yet): the next request builds its view
+        self._task = loop.create_task(self._rebuild())
 
     def settled(self) -> "asyncio.Task[None] | None":
         """The rebuild under way, if one is."""
