@@ -460,6 +460,7 @@ class ProfilesModel(RowModel):
         ("servers", "Servers"),
         ("tools", "Tools"),
         ("tokens", "≈ Tokens"),
+        ("discovery_tokens", "≈ Tokens (search)"),
         ("sessions", "Connected"),
         ("warnings", "Warnings"),
     )
@@ -474,11 +475,21 @@ class ProfilesModel(RowModel):
             return ", ".join(client_display_name(name) for name in row.sessions)
         if column == "warnings":
             return "; ".join(row.warnings)
+        if column in ("tokens", "discovery_tokens"):
+            # The figure this profile's clients read is marked.
+            read = (column == "discovery_tokens") == (row.discovery == "search")
+            return f"{getattr(row, column):,}" + (" *" if read else "")
         return super().text(row, column)
 
     def tooltip(self, row: ProfileSnapshot, column: str) -> str | None:
         if column == "tokens":
             return f"{row.tools_bytes} bytes of tools/list JSON ÷ 4 (an estimate)"
+        if column == "discovery_tokens":
+            return (
+                'With "discovery": "search" its clients list three tools (search_tools, '
+                "describe_tools, call_tool) instead of every tool: one more round trip per "
+                f"new tool. * marks what they read now ({row.discovery})."
+            )
         if column == "warnings" and row.renamed:
             shortened = "\n".join(f"{short} = {full}" for short, full in row.renamed)
             return f"Shortened names (as clients see them = full name):\n{shortened}"

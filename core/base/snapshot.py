@@ -197,6 +197,10 @@ class ProfileSnapshot:
     warnings: tuple[str, ...]
     #: The client names of the sessions connected to it.
     sessions: tuple[str, ...]
+    #: ``full`` (every tool listed) or ``search`` (three tools that find, describe, call them).
+    discovery: str = "full"
+    #: Estimated tokens of the three-tool list a discovery profile gives instead.
+    discovery_tokens: int = 0
 
 
 @dataclass(frozen=True)

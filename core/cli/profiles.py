@@ -20,7 +20,9 @@ from core.settings.paths import Paths
 from core.settings.profiles import ALL_PROFILE, find_profile, target, valid_profile_name
 
 #: The table's columns: (header, what each row shows).
-COLUMNS = ("PROFILE", "ENDPOINT", "TOOLS", "≈TOKENS", "CONNECTED", "SERVERS")
+#: ≈TOKENS is the full list's estimate, ≈SEARCH that of the three discovery tools; the one a
+#: profile's clients read is marked with "*".
+COLUMNS = ("PROFILE", "ENDPOINT", "TOOLS", "≈TOKENS", "≈SEARCH", "CONNECTED", "SERVERS")
 
 
 def cmd_profiles(args: argparse.Namespace, paths: Paths) -> int:
@@ -43,7 +45,8 @@ def render(body: dict[str, Any]) -> str:
             profile["name"],
             profile["path"],
             str(profile["tools"]),
-            f"{profile['tokens']:,}",
+            f"{profile['tokens']:,}" + ("" if searched(profile) else "*"),
+            f"{profile.get('discovery_tokens', 0):,}" + ("*" if searched(profile) else ""),
             str(len(profile["sessions"])),
             ", ".join(profile["servers"]) or "-",
         )
@@ -59,7 +62,15 @@ def render(body: dict[str, Any]) -> str:
         lines.append(line(row).rstrip())
         lines += [f"  ! {warning}" for warning in profile["warnings"]]
     lines.append(f"≈TOKENS: {body.get('estimate', '')}.")
+    lines.append(
+        '≈SEARCH: the same for the three tools of "discovery": "search" (search_tools, '
+        "describe_tools, call_tool); * marks what the profile's clients read."
+    )
     return "\n".join(lines) + "\n"
+
+
+def searched(profile: dict[str, Any]) -> bool:
+    return bool(profile.get("discovery") == "search")
 
 
 def profile_target(name: str, config: TrayConfig | None) -> str:

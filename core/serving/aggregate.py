@@ -20,9 +20,13 @@ server's own endpoint guarantees holds per member, in both eras:
   per kind for a burst (``LIST_CHANGED_COALESCE_SECONDS``).
 
 What the aggregate answers itself: ``initialize`` and ``server/discover``
-(its members' offer joined), ``ping``, the four lists, and
-``logging/setLevel`` (handed on to every link). A call to a tool the
-profile leaves out is refused with a message naming the profile.
+(its members' offer joined), ``ping``, the four lists (from the profile's
+``Listing``, built off the call path and encoded once per change:
+core.serving.view_cache), ``logging/setLevel`` (handed on to every link),
+and a discovery profile's ``search_tools`` and ``describe_tools``
+(core.serving.discovery; its ``call_tool`` is the member's call, routed
+like any). A call to a tool the profile leaves out is refused with a
+message naming the profile.
 """
 
 import asyncio
@@ -34,7 +38,6 @@ from typing import Any, Final
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from core import __version__
 from core.base.errors import CallError, RpcError, shown
 from core.base.snapshot import Event, EventKind, ProfileSnapshot
 from core.base.states import ServerState
@@ -49,14 +52,24 @@ from core.protocol.stateless import StatelessContext
 from core.protocol.streamable import StreamableHttp
 from core.serving.aggregate_eras import AggregateHandshake, AggregateStateless
 from core.serving.aggregate_links import Link, Parent
+from core.serving.discovery import (
+    CALL_TOOL,
+    DESCRIBE_TOOL,
+    META_NAMES,
+    SEARCH_TOOL,
+    call_params,
+    describe_answer,
+    search_answer,
+)
 from core.serving.identity import StatelessClients, WorkerView
 from core.serving.pipeline import LIST_METHODS, NoReply, Pipeline, shared_version
 from core.serving.placement import started
-from core.serving.profile_view import KINDS, ProfileView, build_view
+from core.serving.profile_view import KINDS, ProfileView
 from core.serving.request import Request
 from core.serving.session_store import SessionStore
 from core.serving.sessions import ClientSession, SessionTable
 from core.serving.stateless import RESOURCE_SUBSCRIPTIONS, Listener, acknowledge, listen_filters
+from core.serving.view_cache import DISCOVERY_TOKENS, Listing, Views, server_info
 from core.settings.profiles import (
     ALL_PROFILE,
     endpoint_path,
@@ -73,13 +86,6 @@ logger = logging.getLogger(__name__)
 LIST_CHANGED_COALESCE_SECONDS: Final = 0.05
 #: Requests routed by a resource URI.
 URI_METHODS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
-#: The view's list each list method answers from.
-VIEW_LISTS: Final = {
-    "tools": "tools",
-    "prompts": "prompts",
-    "resources": "resources",
-    "resourceTemplates": "templates",
-}
 #: The view kind each list_changed kind (or list) belongs to.
 KIND_OF: Final = {"tools": "tools", "prompts": "prompts", "resources": "resources"}
 
@@ -107,9 +113,8 @@ class Aggregate:
         #: 2026-07-28 clients, keyed by their process like a server's own endpoint's.
         self.stateless = StatelessClients(self, worker_alive)
         self._endpoints: dict[str, StreamableHttp] = {}
-        #: Views, by profile, with what each was built from.
-        self._views: dict[str, tuple[tuple[object, ...], ProfileView]] = {}
-        self._reloads = 0
+        #: Each profile's view and lists, kept current off the call path.
+        self.views = Views(lambda: self.supervisor.config, lambda: self.supervisor.servers)
         #: What each profile's clients were last told of (signatures), to see what changed.
         self._announced: dict[str, dict[str, str]] = {}
         self._generations: dict[str, int] = {}
@@ -117,6 +122,8 @@ class Aggregate:
         self._forced: dict[str, set[str]] = {}
         self._pending: dict[str, set[str]] = {}
         self._flush_at: asyncio.TimerHandle | None = None
+        #: A flush waits for the views' rebuild to land.
+        self._after_rebuild = False
         self._unsubscribe = self.supervisor.subscribe(self._on_event)
 
     async def aclose(self) -> None:
@@ -125,6 +132,7 @@ class Aggregate:
             self._flush_at.cancel()
         for endpoint in self._endpoints.values():
             await endpoint.aclose()
+        await self.views.aclose()
 
     # ------------------------------------------------------------- HTTP
 
@@ -218,24 +226,7 @@ class Aggregate:
 
     def view(self, profile: str) -> ProfileView:
         """What ``profile`` offers now (built again when a member's catalog or the config moved)."""
-        config = self.supervisor.config
-        chosen = find_profile(config.profiles, profile)
-        if chosen is None:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"profile {profile!r} is no longer in the config ({config.path}); "
-                f"connect to another profile, or to {endpoint_path(target(ALL_PROFILE))}",
-            )
-        servers = self.supervisor.servers
-        stamp = (self._reloads, *((s.catalog.revision, s.catalog.known) for s in servers.values()))
-        cached = self._views.get(profile)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        view = build_view(
-            chosen, config.servers, {name: server.catalog for name, server in servers.items()}
-        )
-        self._views[profile] = (stamp, view)
-        return view
+        return self.views.get(profile).view
 
     def profile_views(self) -> list[ProfileView]:
         return [self.view(name) for name in (ALL_PROFILE, *self.supervisor.config.profiles)]
@@ -255,6 +246,8 @@ class Aggregate:
                 resources=len(view.resources) + len(view.templates),
                 tokens=view.tokens,
                 tools_bytes=view.tools_bytes,
+                discovery=view.profile.discovery,
+                discovery_tokens=DISCOVERY_TOKENS,
                 renamed=tuple(view.renamed),
                 warnings=tuple(view.warnings()),
                 sessions=tuple(sorted(connected.get(view.name, ()))),
@@ -289,21 +282,13 @@ class Aggregate:
             capabilities["completions"] = {}
         return capabilities
 
-    def _info(self, view: ProfileView) -> dict[str, Any]:
-        where = target(view.name)
-        return {
-            "name": "mcp-tray",
-            "title": f"mcp-tray {where}: {', '.join(view.members) or 'no servers'}",
-            "version": __version__,
-        }
-
     async def hello(self, parent: Parent, params: Mapping[str, Any]) -> dict[str, Any]:
         """``initialize``: the members' offer, joined."""
         view = await self._members_started(parent.profile)
         result: dict[str, Any] = {
             "protocolVersion": shared_version(params.get("protocolVersion"), view.oldest_version),
             "capabilities": self._offer(view),
-            "serverInfo": self._info(view),
+            "serverInfo": server_info(view),
         }
         if view.instructions:
             result["instructions"] = view.instructions
@@ -318,7 +303,7 @@ class Aggregate:
         }
         if view.instructions:
             result["instructions"] = view.instructions
-        return as_complete(result, "server/discover", self._info(view))
+        return as_complete(result, "server/discover", server_info(view))
 
     def subscriptions(self, parent: Parent) -> list[str]:
         """The resources a parent's links are subscribed to, on every member."""
@@ -352,15 +337,54 @@ class Aggregate:
                 raise RpcError(METHOD_NOT_FOUND, f"{shown(method)} is not part of MCP 2026-07-28")
         elif method == "ping":
             return {}
-        view = self.view(parent.profile)
+        listing = self.views.get(parent.profile)
         parent.session.requests += 1
         if method in LIST_METHODS:
-            kind = LIST_METHODS[method]
-            listed = {kind: list(getattr(view, VIEW_LISTS[kind]))}
-            return as_complete(listed, method, self._info(view)) if client.modern else listed
+            return listing.answer(LIST_METHODS[method], client.modern)
         if method == "logging/setLevel":
             return await self._set_level(parent, request)
-        return await self._to_member(parent, view, request)
+        if (
+            method == "tools/call"
+            and listing.view.profile.searched
+            and request.params.get("name") in META_NAMES
+        ):
+            return await self._discovery_call(parent, listing, request)
+        return await self._to_member(parent, listing.view, request)
+
+    async def _discovery_call(
+        self, parent: Parent, listing: Listing, request: Request
+    ) -> dict[str, Any]:
+        """``search_tools`` and ``describe_tools`` answered here; ``call_tool`` routed to
+        its member as the direct call of that tool would be (every guarantee of it)."""
+        name = request.params.get("name")
+        arguments = request.params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        assert listing.index is not None  # a discovery profile's listing has one
+        if name == SEARCH_TOOL:
+            result = search_answer(listing.index, arguments)
+        elif name == DESCRIBE_TOOL:
+            result = describe_answer(listing.index, arguments)
+        else:
+            assert name == CALL_TOOL
+            try:
+                params = call_params(arguments)
+                inner = Request(
+                    request.client,
+                    "tools/call",
+                    {**request.params, **params},
+                    request.reply,
+                    request.ask,
+                    request.headers,
+                    # The client's headers mirror call_tool's own arguments, not the tool's.
+                    mirrored=False,
+                )
+                return await self._to_member(parent, listing.view, inner)
+            except RpcError as exc:
+                # A tool's refusal: the model reads it (an unknown or left-out name).
+                result = {"content": [{"type": "text", "text": exc.message}], "isError": True}
+        if request.client.modern:
+            return as_complete(result, "tools/call", server_info(listing.view))
+        return result
 
     async def _to_member(
         self, parent: Parent, view: ProfileView, request: Request
@@ -508,10 +532,12 @@ class Aggregate:
         if event.kind is EventKind.CONFIG:
             if event.alert is not None:
                 return  # a refused edit changes nothing
-            self._reloads += 1
+            self.views.reloads += 1
+            self.views.changed()
         elif server not in self.supervisor.servers:
             return  # a child made for a session: its links hear it themselves
         elif event.kind is EventKind.LISTS and event.text in KIND_OF:
+            self.views.changed()
             self._forced.setdefault(server, set()).add(KIND_OF[event.text])
         elif (
             event.kind is EventKind.STATE
@@ -520,6 +546,7 @@ class Aggregate:
             and self._generations.get(server) != event.snapshot.generation
         ):
             # A member (re)started: what it offers may be new, whatever it says.
+            self.views.changed()
             self._generations[server] = event.snapshot.generation
             offered = self.supervisor.servers[server].catalog.capabilities
             self._forced[server] = {kind for kind in KINDS if kind in offered}
@@ -528,6 +555,8 @@ class Aggregate:
         self._schedule()
 
     def _schedule(self) -> None:
+        if self._after_rebuild:
+            return  # a flush waits for the rebuild under way, and takes this change too
         if self._flush_at is None and self.parents:
             loop = asyncio.get_running_loop()
             self._flush_at = loop.call_later(self.coalesce_seconds, self._flush)
@@ -536,6 +565,16 @@ class Aggregate:
 
     def _flush(self) -> None:
         self._flush_at = None
+        rebuilding = self.views.settled()
+        if rebuilding is not None:
+            # Told once the new lists are built: the clients' next list is answered from them.
+            self._after_rebuild = True
+            rebuilding.add_done_callback(lambda _: self._flush_now())
+            return
+        self._flush_now()
+
+    def _flush_now(self) -> None:
+        self._after_rebuild = False
         forced, self._forced = self._forced, {}
         pending, self._pending = self._pending, {}
         by_profile: dict[str, list[Parent]] = {}

@@ -433,7 +433,7 @@ class Pipeline:
                     watch.settle(request.verdict.outcome, request.verdict.by)
                     watch.done(answer)
                 return encode(answer, method, client.modern, catalog)
-            if client.modern:
+            if client.modern and request.mirrored:
                 _check_param_headers(catalog.tools.get(str(request.params.get("name"))), request)
         result = await guarded(
             self.sessions,

@@ -108,3 +108,6 @@ class Request:
     headers: Mapping[str, str] = field(default_factory=dict)
     #: What oversight decided about it (core.serving.approvals), for the call journal.
     verdict: Verdict | None = None
+    #: Its HTTP headers mirror its params (False: a discovery profile's ``call_tool``, whose
+    #: headers were made for the meta-tool's own arguments).
+    mirrored: bool = True

@@ -26,7 +26,10 @@ NAME_SEPARATOR: Final = "__"
 #: A profile's keys.
 #: The words of a server's ``approve`` (core.settings.config_model), which a profile's refuses.
 PROFILE_APPROVE_WORDS: Final = ("destructive", "any")
-PROFILE_KEYS: Final = ("servers", "tools", "exclude", "approve")
+PROFILE_KEYS: Final = ("servers", "tools", "exclude", "approve", "discovery")
+#: How a profile offers its tools: ``full`` lists every one; ``search`` lists three
+#: meta-tools that find, describe and call them (core.serving.discovery).
+DISCOVERY_MODES: Final = ("full", "search")
 #: Profile names become URL paths (``/mcp/@NAME``), like server names.
 _PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -43,6 +46,13 @@ class ProfileConfig:
     exclude: tuple[str, ...] = ()
     #: Calls through this profile held for the person's approval: globs over ``SERVER__TOOL``.
     approve: tuple[str, ...] = ()
+    #: One of ``DISCOVERY_MODES``.
+    discovery: str = "full"
+
+    @property
+    def searched(self) -> bool:
+        """Its clients find tools through ``search_tools`` instead of a full list."""
+        return self.discovery == "search"
 
 
 #: ``all``, as if it were configured.
@@ -177,7 +187,16 @@ def _check_profile(
     tools = _strings(entry.get("tools", ["*"]), [*keys, "tools"], problems)
     exclude = _strings(entry.get("exclude", []), [*keys, "exclude"], problems)
     approve = check_profile_approve(entry.get("approve", []), [*keys, "approve"], problems)
-    return ProfileConfig(name, members, tools, exclude, approve)
+    discovery = entry.get("discovery", "full")
+    if discovery not in DISCOVERY_MODES:
+        hint = problems.hint(discovery, DISCOVERY_MODES) if isinstance(discovery, str) else ""
+        raise problems.error(
+            [*keys, "discovery"],
+            f'must be "full" or "search", got {problems.describe(discovery)}{hint}',
+            fix='write "discovery": "search" (three tools that find, describe and call the '
+            "profile's tools) or remove the key (every tool listed)",
+        )
+    return ProfileConfig(name, members, tools, exclude, approve, discovery)
 
 
 def check_profile_approve(value: Any, keys: list[str | int], problems: Problems) -> tuple[str, ...]:

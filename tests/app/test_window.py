@@ -29,6 +29,7 @@ from core.base.errors import McpTrayError
 from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
 from core.serving.core_thread import CoreThread
+from core.serving.view_cache import DISCOVERY_TOKENS
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server
@@ -340,6 +341,10 @@ def test_the_profiles_tab_shows_what_each_profile_offers_costs_and_who_is_connec
         row = window.profiles.model.row("all")
         assert row is not None and row.servers == ("echo",) and row.tools == tools
         assert row.tokens == -(-row.tools_bytes // 4) > 0
+        # Both estimates; "*" marks the one its clients read (all lists every tool).
+        model = window.profiles.model
+        assert model.text(row, "tokens") == f"{row.tokens:,} *"
+        assert model.text(row, "discovery_tokens") == f"{DISCOVERY_TOKENS:,}"
         assert window.tabs.tabText(TAB_PROFILES) == "Profiles"
         after = core.submit(_connected(core, connected, go_on))
         connected.result(timeout=30)
