@@ -17,9 +17,12 @@ from core.supervision.restart_policy import Backoff, RapidDropBudget
 from tests.fakes import FakeClock
 
 
-def test_every_state_has_a_row_and_nothing_leaves_stopped_except_starting() -> None:
+def test_every_state_has_a_row_and_stopped_leaves_only_to_start_or_to_sleep() -> None:
+    # An on-demand server leaves STOPPED for SLEEPING (its kept catalog answers
+    # lists); every other way out of STOPPED goes through STARTING.
     assert set(ALLOWED_TRANSITIONS) == set(ServerState)
-    assert ALLOWED_TRANSITIONS[ServerState.STOPPED] == {ServerState.STARTING}
+    assert ALLOWED_TRANSITIONS[ServerState.STOPPED] == {ServerState.STARTING, ServerState.SLEEPING}
+    assert ServerState.READY not in ALLOWED_TRANSITIONS[ServerState.SLEEPING]
     assert ServerState.READY not in ALLOWED_TRANSITIONS[ServerState.PARKED]
     assert ServerState.PARKED in ALLOWED_TRANSITIONS[ServerState.EXITED]
 
