@@ -67,9 +67,13 @@ class Services:
         self.started: list[TrayService] = []
 
     async def start(
-        self, servers: dict[str, dict[str, Any]], profiles: dict[str, Any] | None = None
+        self,
+        servers: dict[str, dict[str, Any]],
+        profiles: dict[str, Any] | None = None,
+        **sections: Any,
     ) -> TrayService:
-        document: dict[str, Any] = {"mcpServers": servers}
+        """A tray on these servers (and profiles, and other top-level ``sections``)."""
+        document: dict[str, Any] = {"mcpServers": servers, **sections}
         if profiles is not None:
             document["profiles"] = profiles
         self.paths.config_file.write_text(json.dumps(document))

@@ -43,6 +43,8 @@ LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_META_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 #: The request ``_meta`` keys that make up the envelope.
+#: W3C trace context in a request's ``_meta`` (as 2026-07-28 carries it).
+TRACEPARENT_META_KEY: Final = "traceparent"
 ENVELOPE_KEYS: Final = (
     PROTOCOL_VERSION_META_KEY,
     CLIENT_CAPABILITIES_META_KEY,

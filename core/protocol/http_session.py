@@ -58,9 +58,12 @@ class RequestContext:
         request_id: Any,
         params: Mapping[str, Any] | None,
         reply: Reply | None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.session = session
         self.request_id = request_id
+        #: The HTTP headers of the POST it came in (a client's ``traceparent``).
+        self.headers: Mapping[str, str] = headers or {}
         meta = params.get("_meta") if isinstance(params, dict) else None
         self.progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.reply = reply

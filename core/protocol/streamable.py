@@ -236,7 +236,7 @@ class StreamableHttp:
             await error(send, 404 if session_id else 400, INVALID_REQUEST, _missing(session_id))
             return
         if is_request:
-            await self._one_request(session, message, seq, send)
+            await self._one_request(session, message, seq, send, headers)
             return
         session.last_active = time.monotonic()
         # Handled before the 202, so a client that waits for it knows its
@@ -255,13 +255,18 @@ class StreamableHttp:
             await session.pass_turn(seq)
 
     async def _one_request(
-        self, session: HttpSession, message: dict[str, Any], seq: int | None, send: Send
+        self,
+        session: HttpSession,
+        message: dict[str, Any],
+        seq: int | None,
+        send: Send,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         session.last_active = time.monotonic()
         reply = Reply(
             send, {SESSION_HEADER: session.id}, 1, batch=False, stream_id=session.stream_id()
         )
-        await self._request(session, message, reply, seq)
+        await self._request(session, message, reply, seq, headers)
 
     async def _batch(self, exchange: _Exchange, messages: list[Any], seq: int | None) -> None:
         """A JSON-RPC batch: allowed by 2025-03-26 only (later revisions removed it)."""
@@ -307,7 +312,7 @@ class StreamableHttp:
                 if problem is None and item not in requests:
                     await self._one_way(session, item, None)
             calls = [
-                asyncio.ensure_future(self._request(session, item, reply, None))
+                asyncio.ensure_future(self._request(session, item, reply, None, exchange.headers))
                 for item in requests
             ]
         finally:
@@ -379,13 +384,18 @@ class StreamableHttp:
         await respond(send, 200, dumps(response), JSON_TYPE, {SESSION_HEADER: session.id})
 
     async def _request(
-        self, session: HttpSession, message: dict[str, Any], reply: Reply, seq: int | None
+        self,
+        session: HttpSession,
+        message: dict[str, Any],
+        reply: Reply,
+        seq: int | None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         handler = session.handler
         assert handler is not None
         request_id = message["id"]
         params = message.get("params")
-        ctx = RequestContext(session, request_id, params, reply)
+        ctx = RequestContext(session, request_id, params, reply, headers)
         task = asyncio.current_task()
         assert task is not None
         await session.wait_turn(seq)

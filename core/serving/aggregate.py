@@ -69,6 +69,7 @@ from core.serving.request import Request
 from core.serving.session_store import SessionStore
 from core.serving.sessions import ClientSession, SessionTable
 from core.serving.stateless import RESOURCE_SUBSCRIPTIONS, Listener, acknowledge, listen_filters
+from core.serving.telemetry import client_trace
 from core.serving.view_cache import DISCOVERY_TOKENS, Listing, Views, server_info
 from core.settings.profiles import (
     ALL_PROFILE,
@@ -404,6 +405,7 @@ class Aggregate:
                     request.params,
                     "profile",
                     exc.message,
+                    client_trace(request.headers, request.params),
                 )
             raise
         link = parent.links.get(server) or await self.link(parent, server, request)

@@ -155,7 +155,9 @@ class AggregateHandshake:
             return await self._initialize(values)
         if self._restoring is not None:
             await asyncio.shield(self._restoring)
-        request = Request(self.client, method, values, ctx, ask=partial(self._ask_during, ctx))
+        request = Request(
+            self.client, method, values, ctx, partial(self._ask_during, ctx), ctx.headers
+        )
         result = await self.aggregate.handle(self.parent, request)
         store = self.aggregate.store
         if store is not None:

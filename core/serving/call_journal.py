@@ -20,6 +20,10 @@ code where there is one); ``cancelled``; ``refused`` by the ``breaker`` (the
 session's or the server's) or the ``profile``. Who else refuses (approvals,
 held tools) says so with ``Watch.settle`` before the watch ends, or raises an
 error that carries ``journal_outcome = (outcome, refused_by)``.
+
+Traces (core.serving.telemetry): a watch carries its client's trace context;
+with an exporter it also begins the call's span, told to a 2026-07-28 child
+as its parent (``traceparent``) and ended with the record.
 """
 
 import asyncio
@@ -42,6 +46,7 @@ from core.registry.identity import client_display_name
 from core.registry.journal import JournalWriter
 from core.registry.journal_rows import CallRecord, Seen
 from core.serving.sessions import ClientSession
+from core.serving.telemetry import Span, Telemetry, TraceParent
 from core.settings.config_model import KEYRING_REF_RE
 
 #: Records the window gets when it opens (newest last).
@@ -94,11 +99,15 @@ class Watch:
     """One request, from the moment it is sent to its end."""
 
     __slots__ = (
+        "_first_generation",
         "_journal",
         "_params",
+        "_replays",
         "_settled",
+        "_span",
         "_started",
         "_t0",
+        "_trace",
         "_who",
         "generation",
         "method",
@@ -113,6 +122,7 @@ class Watch:
         server: str,
         method: str,
         params: Mapping[str, Any] | None,
+        trace: TraceParent | None = None,
     ) -> None:
         self._journal = journal
         self._started = time.time()
@@ -122,12 +132,49 @@ class Watch:
         self.method = method
         self._params = params
         self.generation: int | None = None
+        self._first_generation: int | None = None
         self.replayed = False
+        self._replays = 0
         self._settled: tuple[str, str] | None = None
+        self._trace = trace
+        self._span: Span | None = None
+        if journal.telemetry is not None:
+            self._span = self._begin(journal.telemetry)
+
+    def _begin(self, telemetry: Telemetry) -> Span:
+        client, _, _, _, session, door = self._who
+        target = target_of(self.method, self._params)
+        attributes: dict[str, Any] = {
+            "mcp.method.name": self.method,
+            "mcp_tray.server": self.server,
+            "mcp_tray.client": client,
+            "mcp_tray.door": door,
+        }
+        if session:
+            attributes["mcp.session.id"] = session
+        if self.method == "tools/call":
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            attributes["gen_ai.tool.name"] = target
+        elif self.method == "prompts/get":
+            attributes["gen_ai.prompt.name"] = target
+        elif target:
+            attributes["mcp.resource.uri"] = target
+        span_name = f"{self.method} {target}" if target else self.method
+        return telemetry.begin(span_name, self._trace, time.time_ns(), attributes)
+
+    @property
+    def traceparent(self) -> str | None:
+        """The trace context a 2026-07-28 child gets with the request (None: none)."""
+        if self._span is not None:
+            return self._span.parent.header
+        return self._trace.header if self._trace is not None else None
 
     def attempt(self, generation: int, replay: bool) -> None:
+        if self._first_generation is None:
+            self._first_generation = generation
         self.generation = generation
         self.replayed = self.replayed or replay
+        self._replays += replay
 
     def settle(self, outcome: str, refused_by: str = "") -> None:
         """Say how the call ended where the answer alone does not (a denied approval)."""
@@ -153,6 +200,10 @@ class Watch:
     ) -> None:
         if self._settled is not None:
             outcome, refused_by = self._settled
+        trace_id = self._trace.trace_id if self._trace is not None else ""
+        if self._span is not None:
+            trace_id = self._span.parent.trace_id
+            self._end_span(outcome, refused_by, code)
         client, name, pid, identified_by, session, door = self._who
         params = self._params
         arguments: object = None
@@ -180,8 +231,21 @@ class Watch:
                 code,
                 detail,
                 result,
+                trace_id,
             )
         )
+
+    def _end_span(self, outcome: str, refused_by: str, code: int | None) -> None:
+        assert self._span is not None
+        attributes: dict[str, Any] = {"mcp_tray.retries": self._replays}
+        if self.generation is not None and self._first_generation is not None:
+            attributes["mcp_tray.child.generation"] = self.generation
+            attributes["mcp_tray.respawns"] = self.generation - self._first_generation
+        if refused_by:
+            attributes["mcp_tray.refused_by"] = refused_by
+        if code is not None:
+            attributes["rpc.response.status_code"] = str(code)
+        self._span.end(outcome, attributes, time.time_ns())
 
 
 class CallJournal:
@@ -189,6 +253,8 @@ class CallJournal:
 
     def __init__(self) -> None:
         self.writer: JournalWriter | None = None
+        #: Spans of the calls, when the config names an OTLP endpoint (core.serving.telemetry).
+        self.telemetry: Telemetry | None = None
         #: The bridge's pid for a worker identity (the worker registry knows it).
         self.pid_of: Callable[[str], int | None] = lambda identity: None
         self.recent: deque[CallRecord] = deque(maxlen=RECENT_RECORDS)
@@ -209,17 +275,18 @@ class CallJournal:
         server: str,
         method: str,
         params: Mapping[str, Any] | None,
+        trace: TraceParent | None = None,
     ) -> Watch | None:
-        """A watch for a client session's request (None: nothing is journaled)."""
-        if self.writer is None:
+        """A watch for a client session's request (None: nothing is journaled or traced)."""
+        if self.writer is None and self.telemetry is None:
             return None
-        return Watch(self, self._who(session, modern), server, method, params)
+        return Watch(self, self._who(session, modern), server, method, params, trace)
 
     def own(
         self, server: str, method: str, params: Mapping[str, Any] | None, door: str
     ) -> Watch | None:
         """A watch for a request of mcp-tray's own (``door``: ``cli``, ``api``)."""
-        if self.writer is None:
+        if self.writer is None and self.telemetry is None:
             return None
         who = ("mcp-tray", "mcp-tray", None, "mcp-tray itself", "", door)
         return Watch(self, who, server, method, params)
@@ -233,9 +300,10 @@ class CallJournal:
         params: Mapping[str, Any] | None,
         refused_by: str,
         detail: str,
+        trace: TraceParent | None = None,
     ) -> None:
         """A request refused before anything was sent (a tripped session, a profile)."""
-        watch = self.watch(session, modern, server, method, params)
+        watch = self.watch(session, modern, server, method, params, trace)
         if watch is not None:
             watch._end("refused", refused_by, None, detail, None)
 

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -93,6 +93,8 @@ class ConfigWatcher:
         #: The last reload's outcome, for tests and the UI.
         self.last_result: ReloadResult | None = None
         self.reloads = 0
+        #: Told each config the supervisor took (what is not the supervisor's: telemetry).
+        self.on_applied: Callable[[TrayConfig], Awaitable[None]] | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -159,6 +161,8 @@ class ConfigWatcher:
         self._last_unexpected = None
         self.reloads += 1
         logger.info("config reloaded: %s", self.last_result)
+        if self.on_applied is not None:
+            await self.on_applied(config)
 
     async def _load(self) -> TrayConfig:
         """``loader(path)`` on a daemon thread, given up after ``read_timeout``."""

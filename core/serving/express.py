@@ -56,8 +56,8 @@ _READ: Final = frozenset(
     }
 )
 #: Headers the lane leaves to the full path: a browser's Origin (the guard judges it),
-#: a body in chunks.
-_NEVER: Final = frozenset({b"origin", b"transfer-encoding"})
+#: a body in chunks, a trace context (the call's span continues it: core.serving.telemetry).
+_NEVER: Final = frozenset({b"origin", b"transfer-encoding", b"traceparent"})
 _SESSION: Final = SESSION_HEADER.encode()
 _PROTOCOL: Final = PROTOCOL_HEADER.encode()
 _SEQUENCE: Final = SEQUENCE_HEADER.encode()

@@ -244,7 +244,9 @@ class HandshakeSession:
             return await self._initialize(values)
         if self._restoring is not None:
             await asyncio.shield(self._restoring)
-        request = Request(self.client, method, values, ctx, ask=partial(self._ask_during, ctx))
+        request = Request(
+            self.client, method, values, ctx, partial(self._ask_during, ctx), ctx.headers
+        )
         call_id = next(self._call_ids)
         self._calls[call_id] = ctx
         try:

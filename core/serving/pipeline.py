@@ -59,6 +59,7 @@ from core.serving.placement import Placement, started
 from core.serving.request import Client, Request
 from core.serving.roots import RootsQuestions, roots_in, roots_source
 from core.serving.sessions import ClientSession, SessionTable
+from core.serving.telemetry import client_trace
 from core.serving.translate import Parking, encode, fulfil
 from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
@@ -394,7 +395,14 @@ class Pipeline:
             base = self.placement.base(client.session.server)
             refused = await guarded(self.sessions, client.session, method, _never)
             self.journal.refused(
-                client.session, client.modern, base.name, method, request.params, "breaker", ""
+                client.session,
+                client.modern,
+                base.name,
+                method,
+                request.params,
+                "breaker",
+                "",
+                client_trace(request.headers, request.params),
             )
             return encode(refused, method, client.modern, base.catalog)
         seat = self._seats.get(client.session.id)
@@ -421,7 +429,12 @@ class Pipeline:
                 return as_complete(listed, method, catalog.server_info, catalog.hints.get(kind))
             return listed
         watch = self.journal.watch(
-            client.session, client.modern, server.name, method, request.params
+            client.session,
+            client.modern,
+            server.name,
+            method,
+            request.params,
+            client_trace(request.headers, request.params),
         )
         if method == "tools/call":
             request.verdict = await self.approvals.screen(request, server)

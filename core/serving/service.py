@@ -55,6 +55,7 @@ from core.serving.metrics import Metrics, SnapshotCollector
 from core.serving.process_stats import ProcessStats
 from core.serving.session_store import SESSIONS_FILE
 from core.serving.sessions import ClientSession, SessionTable
+from core.serving.telemetry import Telemetry, TelemetryUnavailable
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
@@ -132,6 +133,7 @@ class TrayService:
             grants=lambda: self.approvals.grants(),
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
+        self.watcher.on_applied = self._telemetry_for
         #: Every call through every door (core.serving.call_journal); written from ``start``.
         self.journal = self.gateway.pipeline.journal
         self.journal.pid_of = self._worker_pid
@@ -196,6 +198,7 @@ class TrayService:
                 self.workers.own_warnings.append(f"{PORT_TAKEN_FAMILY}: {self.port_notice}")
             await self.approvals.load()
             await asyncio.to_thread(self._open_journal, asyncio.get_running_loop())
+            await self._telemetry_for(self.config)
             await self.supervisor.start()
             self.workers.start()
             if self.watch_config:
@@ -332,6 +335,29 @@ class TrayService:
         self._journal_writer.start()
         self.journal.writer = self._journal_writer
 
+    async def _telemetry_for(self, config: TrayConfig) -> None:
+        """Spans to the endpoint ``config`` names: the exporter made anew when it changed,
+        a missing ``otel`` extra a warning (the calls go on without spans)."""
+        endpoint = config.otlp_endpoint
+        current = self.journal.telemetry
+        if current is not None and current.endpoint == endpoint:
+            return
+        await self._end_telemetry()
+        if endpoint is None:
+            return
+        try:
+            # The SDK's first import takes a moment: off the loop.
+            self.journal.telemetry = await asyncio.to_thread(Telemetry, endpoint)
+        except TelemetryUnavailable as exc:
+            self._journal_warning(str(exc))
+            return
+        logger.info("mcp-tray: spans of every call go to %s", endpoint)
+
+    async def _end_telemetry(self) -> None:
+        telemetry, self.journal.telemetry = self.journal.telemetry, None
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.close)
+
     def _journal_warning(self, text: str) -> None:
         logger.warning("mcp-tray: %s", text)
         if self.workers is not None:
@@ -435,6 +461,7 @@ class TrayService:
             self.journal.writer = None
             await asyncio.to_thread(self._journal_writer.stop)
             self._journal_writer = None
+        await self._end_telemetry()
         if self.workers is not None:
             await self.workers.aclose()
         await self.supervisor.aclose()

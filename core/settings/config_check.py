@@ -39,7 +39,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
-from core.settings.journal_check import check_journal
+from core.settings.journal_check import check_journal, check_telemetry
 from core.settings.lean_check import check_lean
 from core.settings.oversight_check import (
     check_approval_timeout,
@@ -314,7 +314,10 @@ class _Checker:
             data.get("approval_timeout_s", DEFAULT_APPROVAL_TIMEOUT_S), self
         )
         journal = check_journal(data.get("journal", {}), self)
-        return TrayConfig(self.path, servers, self.gateway(data), profiles, timeout, journal)
+        endpoint = check_telemetry(data.get("telemetry", {}), self)
+        return TrayConfig(
+            self.path, servers, self.gateway(data), profiles, timeout, journal, endpoint
+        )
 
     def gateway(self, data: dict[str, Any]) -> GatewaySettings:
         raw = data.get("gateway", {})

@@ -69,9 +69,11 @@ TOP_LEVEL_KEYS: Final = (
     "profiles",
     "approval_timeout_s",
     "journal",
+    "telemetry",
     "$schema",
 )
 JOURNAL_KEYS: Final = ("days", "max_mb", "arguments")
+TELEMETRY_KEYS: Final = ("otlp_endpoint",)
 #: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
 APPROVE_WORDS: Final = ("destructive", "any")
 #: What a changed tool gets: held until the person approves it, or taken with a warning.
@@ -177,6 +179,8 @@ class TrayConfig:
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     journal: JournalSettings = field(default_factory=JournalSettings)
+    #: Where spans of the calls go over OTLP/HTTP (None: no spans; core.serving.telemetry).
+    otlp_endpoint: str | None = None
 
     @property
     def enabled(self) -> list[ServerConfig]:

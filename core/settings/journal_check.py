@@ -1,14 +1,18 @@
-"""The config's ``"journal"`` section, checked (docs/design.md §3.16).
+"""The config's ``"journal"`` and ``"telemetry"`` sections, checked (docs/design.md §3.16).
 
 ``{"days": 14, "max_mb": 200, "arguments": true}``: how long and how much of
 the call journal is kept, and whether it keeps arguments or names only. A
 bad value is refused like any config error (file, key, fix), and the tray
 keeps running on its last good config.
+
+``{"otlp_endpoint": "http://127.0.0.1:4318"}``: where each call's span goes
+(an OTLP/HTTP collector; docs/journal.md#traces).
 """
 
 from typing import Final
+from urllib.parse import urlsplit
 
-from core.settings.config_model import JOURNAL_KEYS, JournalSettings
+from core.settings.config_model import JOURNAL_KEYS, TELEMETRY_KEYS, JournalSettings
 from core.settings.profiles import Problems
 
 #: The longest a journal may keep records: ten years.
@@ -61,3 +65,37 @@ def _number(
             fix=f"leave it out for the default ({default:g})",
         )
     return float(value)
+
+
+def check_telemetry(raw: object, problems: Problems) -> str | None:
+    """The OTLP/HTTP endpoint spans go to (None: none named)."""
+    example = 'write "telemetry": {"otlp_endpoint": "http://127.0.0.1:4318"}'
+    if not isinstance(raw, dict):
+        raise problems.error(
+            ["telemetry"], f"must be an object, got {problems.describe(raw)}", fix=example
+        )
+    for key in raw:
+        if key not in TELEMETRY_KEYS:
+            raise problems.error(
+                ["telemetry", key],
+                f"unknown key{problems.hint(key, TELEMETRY_KEYS)}",
+                fix="telemetry takes 'otlp_endpoint'",
+            )
+    endpoint = raw.get("otlp_endpoint")
+    if endpoint is None:
+        return None
+    if not isinstance(endpoint, str) or not _is_http_url(endpoint):
+        raise problems.error(
+            ["telemetry", "otlp_endpoint"],
+            f"must be an http:// or https:// URL, got {problems.describe(endpoint)}",
+            fix="name the OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (leave it out for no spans)",
+        )
+    return endpoint
+
+
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad IPv6 literal, a port out of range
+        return False

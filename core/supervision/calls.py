@@ -37,7 +37,12 @@ from core.base.errors import (
     UpstreamError,
 )
 from core.base.states import BreakerState, ServerState
-from core.protocol.eras import LATEST_MODERN_VERSION, with_envelope, without_envelope
+from core.protocol.eras import (
+    LATEST_MODERN_VERSION,
+    TRACEPARENT_META_KEY,
+    with_envelope,
+    without_envelope,
+)
 from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.protocol.replay import replay_verdict
 from core.settings.config import ServerConfig
@@ -244,7 +249,12 @@ class CallPath:
             envelope = (caller.envelope or OWN_ENVELOPE)._replace(
                 version=catalog.version or LATEST_MODERN_VERSION
             )
-            sent: Mapping[str, Any] | None = with_envelope(params, envelope)
+            enveloped = with_envelope(params, envelope)
+            traceparent = caller.observer.traceparent if caller.observer is not None else None
+            if traceparent is not None:
+                # with_envelope made the _meta anew: the client's params stay as they came.
+                enveloped["_meta"][TRACEPARENT_META_KEY] = traceparent
+            sent: Mapping[str, Any] | None = enveloped
         else:
             sent = without_envelope(params)
         try:

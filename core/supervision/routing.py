@@ -69,6 +69,11 @@ class CallObserver(Protocol):
         """How it ended, where its answer does not say (``denied`` by ``approval``)."""
         ...
 
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C trace context a 2026-07-28 child gets in the request's ``_meta``."""
+        ...
+
 
 @dataclass(frozen=True)
 class Caller:
