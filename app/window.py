@@ -81,9 +81,6 @@ LOG_SOON_MS: Final = 100
 #: Widest texts of the usage columns: sized for them, they never wrap or jump.
 WIDEST_CPU: Final = "100.0"
 WIDEST_RSS: Final = "1023.9 MiB"
-#: Tabs, by position.
-TAB_SERVERS, TAB_WORKERS, TAB_SESSIONS, TAB_PROFILES, TAB_WARNINGS, TAB_LOGS = range(6)
-TAB_APPROVALS = 6
 
 
 class Table(QWidget):
@@ -300,12 +297,15 @@ class MainWindow(QMainWindow):
         self._refresh_log_servers(snapshot.servers)
         # Only warnings count; advice and information are listed, not counted.
         count = count_warnings(warning.family for warning in snapshot.warnings)
-        self.tabs.setTabText(TAB_WARNINGS, f"Warnings ({count})")
+        # By widget, never by position: a tab added before one would take its title.
+        self.tabs.setTabText(self.tabs.indexOf(self.warnings), f"Warnings ({count})")
         waiting = len(snapshot.approvals)
-        self.tabs.setTabText(TAB_APPROVALS, f"Approvals ({waiting})" if waiting else "Approvals")
+        self.tabs.setTabText(
+            self.tabs.indexOf(self.approvals), f"Approvals ({waiting})" if waiting else "Approvals"
+        )
         self._heartbeat_status()
         self._show_details()
-        if self.isVisible() and self.tabs.currentIndex() == TAB_LOGS:
+        if self.isVisible() and self.tabs.currentWidget() is self.logs:
             self._poll_log_soon()
 
     def _refresh_servers(self, now: float | None = None) -> None:
@@ -320,7 +320,7 @@ class MainWindow(QMainWindow):
         self._refresh_servers(now)
         self.servers.model.tick(now)
         self.workers.model.tick(now)
-        if self.tabs.currentIndex() == TAB_LOGS:
+        if self.tabs.currentWidget() is self.logs:
             self.poll_log()
 
     def _live_pids(self) -> dict[str, int]:
@@ -490,10 +490,10 @@ class MainWindow(QMainWindow):
             self.open_log()
 
     def _logs_showing(self) -> bool:
-        return self.isVisible() and self.tabs.currentIndex() == TAB_LOGS
+        return self.isVisible() and self.tabs.currentWidget() is self.logs
 
     def _logs_maybe_open(self) -> None:
-        if self.tabs.currentIndex() != TAB_LOGS:
+        if self.tabs.currentWidget() is not self.logs:
             return
         if self._follower is None or self._follower.path != self._current_log_path():
             self.open_log()
@@ -521,7 +521,7 @@ class MainWindow(QMainWindow):
             if name
             else "No servers configured."
         )
-        if path is not None and self.tabs.currentIndex() == TAB_LOGS:
+        if path is not None and self.tabs.currentWidget() is self.logs:
             self._follower = LogFollower(path, LOG_LINES)
             self._log_lines.extend(self._follower.open())
         self._render_log()

@@ -23,7 +23,7 @@ from app.core_link import CoreLink
 from app.icons import tray_icon
 from app.status import TrayColour, tray_status
 from app.tray import TrayActions, TrayController
-from app.window import TAB_APPROVALS, MainWindow
+from app.window import MainWindow
 from core.base.snapshot import ApprovalSnapshot, TraySnapshot
 from core.base.states import ServerState
 from core.serving.core_thread import CoreThread
@@ -33,6 +33,23 @@ from tests.conftest import SERVERS, python_server
 from tests.gateway_support import http_client, text
 
 REVIEWED = SERVERS / "reviewed.py"
+
+
+#: The window's tabs, in order: each keeps its own title whatever another's count says.
+TITLES = [
+    "Servers",
+    "Workers",
+    "Sessions",
+    "Profiles",
+    "Warnings (0)",
+    "Logs",
+    "Activity",
+    "Approvals",
+]
+
+
+def tab_titles(window: MainWindow) -> list[str]:
+    return [window.tabs.tabText(index) for index in range(window.tabs.count())]
 
 
 def until(qtbot: QtBot, predicate: Any) -> None:
@@ -77,7 +94,7 @@ def test_the_approvals_list_shows_the_held_call_and_allow_once_releases_it(
         cells = [cell(tab.table, 0, column) for column in range(tab.table.columnCount())]
         assert cells[:4] == ["call", cells[1], "reviewed", "delete_thing"] and cells[1]
         assert json.loads(cells[4]) == {"thing": "the repo"}
-        assert window.tabs.tabText(TAB_APPROVALS) == "Approvals (1)"
+        assert tab_titles(window) == [*TITLES[:-1], "Approvals (1)"]
         assert json.loads(tab.after.toPlainText()) == {"thing": "the repo"}
         assert "destructive" in tab.reason.text()
         assert tray_status(link.snapshot()).colour is TrayColour.WAITING
@@ -86,7 +103,7 @@ def test_the_approvals_list_shows_the_held_call_and_allow_once_releases_it(
         until(qtbot, held.done)
         assert held.result() == (False, "deleted the repo")
         until(qtbot, lambda: tab.table.rowCount() == 0)
-        assert window.tabs.tabText(TAB_APPROVALS) == "Approvals"
+        assert tab_titles(window) == TITLES
     finally:
         window.close_down()
         window.close()

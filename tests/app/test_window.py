@@ -24,7 +24,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main import ask_running_instance_to_raise
 from app.models import ServersModel, ToolsModel
-from app.window import TAB_LOGS, TAB_PROFILES, TAB_WARNINGS, MainWindow
+from app.window import MainWindow
 from core.base.errors import McpTrayError
 from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
@@ -149,11 +149,11 @@ def test_the_warnings_tab_counts_warnings_and_not_advice_or_information(
     with open_window(core) as window:
         now = window.link.snapshot()
         window.refresh(replace(now, warnings=(info, advice)))
-        assert window.tabs.tabText(TAB_WARNINGS) == "Warnings (0)"
+        assert window.tabs.tabText(window.tabs.indexOf(window.warnings)) == "Warnings (0)"
         assert window.warnings.model.rowCount() == 2  # listed all the same
 
         window.refresh(replace(now, warnings=(info, warning, advice)))
-        assert window.tabs.tabText(TAB_WARNINGS) == "Warnings (1)"
+        assert window.tabs.tabText(window.tabs.indexOf(window.warnings)) == "Warnings (1)"
 
 
 def test_empty_tabs_say_why_they_are_empty(qtbot: QtBot, cores: StartCore) -> None:
@@ -279,7 +279,7 @@ def test_the_logs_tab_interleaves_mcp_trays_notes_and_the_servers_stderr(
         return text in window.log_text()
 
     with open_window(core) as window:
-        window.tabs.setCurrentIndex(TAB_LOGS)
+        window.tabs.setCurrentWidget(window.logs)
         window.log_server.setCurrentText("echo")
         until(qtbot, lambda: logged("state starting -> ready"))
         lines = window.log_text().splitlines()
@@ -308,7 +308,7 @@ def test_a_quiet_servers_log_tab_shows_its_lifecycle_notes(qtbot: QtBot, cores: 
     clock = core.service.supervisor.server("clock")
     assert not core.call(lambda: list(clock.stderr_tail))  # nothing on stderr
     with open_window(core) as window:
-        window.tabs.setCurrentIndex(TAB_LOGS)
+        window.tabs.setCurrentWidget(window.logs)
 
         def noted() -> bool:
             window.poll_log()
@@ -345,7 +345,7 @@ def test_the_profiles_tab_shows_what_each_profile_offers_costs_and_who_is_connec
         model = window.profiles.model
         assert model.text(row, "tokens") == f"{row.tokens:,} *"
         assert model.text(row, "discovery_tokens") == f"{DISCOVERY_TOKENS:,}"
-        assert window.tabs.tabText(TAB_PROFILES) == "Profiles"
+        assert window.tabs.tabText(window.tabs.indexOf(window.profiles)) == "Profiles"
         after = core.submit(_connected(core, connected, go_on))
         connected.result(timeout=30)
         until(qtbot, lambda: (r := window.profiles.model.row("all")) is not None and r.sessions)
