@@ -34,6 +34,7 @@ from core.registry.journal_rows import (
     Seen,
     complete,
     parse_since,
+    result_summary,
 )
 from core.serving.call_journal import CallJournal, keyring_values, outcome_of
 from core.serving.sessions import ClientSession
@@ -70,6 +71,8 @@ def seen(started: float = NOW, arguments: object = None, **fields: Any) -> Seen:
         "result": {"content": [{"type": "text", "text": "hi"}]},
     }
     values.update(fields)
+    # The loop takes the result's summary (core.serving.call_journal): as it does.
+    values["result_size"], values["result_head"] = result_summary(values.pop("result"))
     return Seen(**values)
 
 

@@ -1,10 +1,17 @@
 """One record of the call journal (docs/design.md §3.16), and what is kept of a call's words.
 
 A call is seen twice: on the event loop, where only what costs nothing is
-taken (``Seen``: times, who, where, the arguments and the result as they
-are), and on the journal's writer thread, where it becomes a ``CallRecord``:
-its arguments redacted and cut, the result's size and first lines. So the
-loop pays for a tuple and a queue put, never for JSON.
+taken (``Seen``: times, who, where, the arguments as they are, the result's
+size and first lines), and on the journal's writer thread, where it becomes
+a ``CallRecord``: its arguments redacted and cut, its texts scrubbed of
+secrets. So the loop pays for a tuple and a queue put, never for JSON.
+
+Why the result's summary is taken on the loop: a record waits up to a batch
+for the writer, and a whole result held that long (every call's decoded
+JSON, hundreds at once) made each new call's objects come from cold memory
+instead of the pools the last call just freed: +30 % tray CPU per call at
+32 sessions (bench/scale.py --journal on,off), for a summary that costs the
+loop a few dictionary lookups.
 
 Redaction keeps secrets out of the file and the window:
 
@@ -57,7 +64,8 @@ MIN_SECRET_CHARS: Final = 4
 
 
 class Seen(NamedTuple):
-    """A call as the loop saw it end: raw, nothing computed (a tuple: the cheapest to make)."""
+    """A call as the loop saw it end: raw but for its result's summary (a tuple: the cheapest
+    to make)."""
 
     #: UTC seconds since the epoch at its start.
     started: float
@@ -77,7 +85,9 @@ class Seen(NamedTuple):
     refused_by: str
     error_code: int | None
     detail: str
-    result: Mapping[str, Any] | None
+    #: ``result_summary`` of the result: its size and first lines (0, "" without one).
+    result_size: int
+    result_head: str
     trace_id: str = ""
 
 
@@ -165,7 +175,7 @@ def complete(
     arguments = None
     if keep_arguments and seen.arguments is not None:
         arguments = cut(_encode(redact(seen.arguments, secrets)))
-    size, head = result_summary(seen.result)
+    size, head = seen.result_size, seen.result_head
     detail = seen.detail
     if secrets:
         detail, head = scrub(detail, secrets), scrub(head, secrets)

@@ -44,7 +44,7 @@ from core.base.errors import (
 )
 from core.registry.identity import client_display_name
 from core.registry.journal import JournalWriter
-from core.registry.journal_rows import CallRecord, Seen
+from core.registry.journal_rows import CallRecord, Seen, result_summary
 from core.serving.sessions import ClientSession
 from core.serving.telemetry import Span, Telemetry, TraceParent
 from core.settings.config_model import KEYRING_REF_RE
@@ -230,7 +230,7 @@ class Watch:
                 refused_by,
                 code,
                 detail,
-                result,
+                *result_summary(result),
                 trace_id,
             )
         )
