@@ -7,11 +7,9 @@ a ``CallRecord``: its arguments redacted and cut, its texts scrubbed of
 secrets. So the loop pays for a tuple and a queue put, never for JSON.
 
 Why the result's summary is taken on the loop: a record waits up to a batch
-for the writer, and a whole result held that long (every call's decoded
-JSON, hundreds at once) made each new call's objects come from cold memory
-instead of the pools the last call just freed: +30 % tray CPU per call at
-32 sessions (bench/scale.py --journal on,off), for a summary that costs the
-loop a few dictionary lookups.
+for the writer, and a whole result held that long keeps hundreds of decoded
+results alive at once, where the summary costs the loop a few dictionary
+lookups.
 
 Redaction keeps secrets out of the file and the window:
 
