@@ -86,6 +86,17 @@ class ActivityFeed(QObject):
         self._link.call(self._unsubscribe)
 
 
+def duration_text(ms: float) -> str:
+    """A call's duration as a person reads it: ms under a second (a held call's wait is
+    seconds or minutes)."""
+    if ms < 1000:
+        return f"{ms:.1f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
 class ActivityModel(RowModel):
     COLUMNS = (
         ("time", "Time"),
@@ -110,7 +121,7 @@ class ActivityModel(RowModel):
             code = f" {row.error_code}" if row.error_code is not None else ""
             return f"{glyph} {row.outcome}{by}{code}"
         if column == "duration_ms":
-            return f"{row.duration_ms:.1f} ms"
+            return duration_text(row.duration_ms)
         return super().text(row, column)
 
     def sort_value(self, row: CallRecord, column: str, text: str) -> Any:
@@ -192,7 +203,7 @@ def describe(record: CallRecord) -> str:
         f"door     {record.door}" + (f", session {record.session}" if record.session else ""),
         f"server   {record.server or '-'}"
         + (f", generation {record.generation}" if record.generation is not None else ""),
-        f"outcome  {ActivityModel().text(record, 'outcome')}, {record.duration_ms:.1f} ms, "
+        f"outcome  {ActivityModel().text(record, 'outcome')}, {duration_text(record.duration_ms)}, "
         f"result {record.result_size} bytes",
     ]
     if record.detail:

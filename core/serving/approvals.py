@@ -44,6 +44,7 @@ from core.base.errors import ApprovalError
 from core.base.snapshot import AlertKind, ApprovalSnapshot, Event, EventKind, GrantSnapshot
 from core.base.verdict import Scope, Verdict
 from core.platform.files import write_private
+from core.registry.identity import client_display_name
 from core.serving.request import Request
 from core.settings.config import ServerConfig
 from core.settings.profiles import find_profile, profile_name
@@ -208,7 +209,7 @@ class Approvals:
                 id=f"c-{secrets.token_hex(3)}",
                 server=entry,
                 tool=tool,
-                client=session.client_name,
+                client=client_display_name(session.client_name),
                 session=session.id,
                 arguments=dict(arguments) if isinstance(arguments, dict) else {},
                 since=self.wall().isoformat(timespec="seconds"),

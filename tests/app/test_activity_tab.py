@@ -10,10 +10,11 @@ serves on its own); the window is the real MainWindow, and the test waits with
 import time
 from typing import Any
 
+import pytest
 from PySide6.QtCore import QItemSelectionModel
 from pytestqt.qtbot import QtBot
 
-from app.activity import ALL, ActivityModel, ActivityTab
+from app.activity import ALL, ActivityModel, ActivityTab, duration_text
 from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
@@ -117,3 +118,13 @@ def test_the_filters_narrow_the_list_and_the_detail_pane_shows_arguments_and_res
         assert "client   Claude Code (claude-code)" in detail
         assert "door     /mcp/echo, session " in detail
         assert "generation 1" in detail
+
+
+@pytest.mark.parametrize(
+    ("ms", "shown"),
+    [(2.04, "2.0 ms"), (999.94, "999.9 ms"), (16038.8, "16.0 s"), (125_400.0, "2 min 5 s")],
+)
+def test_a_duration_reads_in_ms_under_a_second_and_in_seconds_for_a_held_calls_wait(
+    ms: float, shown: str
+) -> None:
+    assert duration_text(ms) == shown

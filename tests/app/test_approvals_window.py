@@ -41,7 +41,7 @@ TITLES = [
     "Workers",
     "Sessions",
     "Profiles",
-    "Warnings (0)",
+    "Warnings",
     "Logs",
     "Activity",
     "Approvals",
@@ -49,7 +49,9 @@ TITLES = [
 
 
 def tab_titles(window: MainWindow) -> list[str]:
-    return [window.tabs.tabText(index) for index in range(window.tabs.count())]
+    """The titles, the warnings' count left out (what this machine warns about varies)."""
+    titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]
+    return [t.split(" (")[0] if t.startswith("Warnings (") else t for t in titles]
 
 
 def until(qtbot: QtBot, predicate: Any) -> None:
