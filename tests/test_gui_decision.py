@@ -43,7 +43,25 @@ def test_an_ssh_login_to_macos_or_windows_runs_headless(system: str, ssh: str) -
     [{"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}, {"DISPLAY": "", "WAYLAND_DISPLAY": "w"}],
 )
 def test_linux_tries_the_window_in_an_x11_or_wayland_session(environ: dict[str, str]) -> None:
-    assert gui_verdict("linux", environ).possible
+    assert gui_verdict("linux", environ, library=lambda name: True).possible
+
+
+def test_x11_without_libxcb_cursor_runs_headless_naming_the_package() -> None:
+    asked: list[str] = []
+
+    def library(name: str) -> bool:
+        asked.append(name)
+        return False
+
+    verdict = gui_verdict("linux", {"DISPLAY": ":0"}, library=library)
+    assert not verdict.possible
+    assert asked == ["xcb-cursor"]
+    assert "libxcb-cursor0" in verdict.reason and "apt install" in verdict.reason
+    # Wayland, or another Qt platform the user chose, needs no X11 plugin.
+    assert gui_verdict("linux", {"DISPLAY": ":0", "WAYLAND_DISPLAY": "w"}, library=library).possible
+    offscreen = {"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}
+    assert gui_verdict("linux", offscreen, library=library).possible
+    assert asked == ["xcb-cursor"]
 
 
 @pytest.mark.parametrize("system", ["linux", "freebsd14"])
