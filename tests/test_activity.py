@@ -11,7 +11,7 @@ from typing import Any
 
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
-from core.serving.activity import ActivityHistory, Restart, Series, attach
+from core.serving.observe.activity import ActivityHistory, Restart, Series, attach
 from tests.app.builders import server
 from tests.conftest import ECHO, ReadyFactory, python_server, wait_ready
 from tests.fakes import FakeClock

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CreateMessageResult, TextContent
 
 from core.base.states import ServerState
-from core.serving.profile_view import MAX_NAME_CHARS, exposed_name
+from core.serving.aggregate.profile_view import MAX_NAME_CHARS, exposed_name
 from tests.cli_support import run_mcp_tray
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, sdk_client, text

@@ -19,9 +19,9 @@ import httpx2
 import pytest
 
 from core.protocol.headers import WORKER_HEADER
-from core.serving.identity import BORROWED
+from core.serving.calls.translate import OTHER_SESSION
+from core.serving.eras.identity import BORROWED
 from core.serving.service import TrayService
-from core.serving.translate import OTHER_SESSION
 from tests.conftest import ECHO, python_server, wait_ready
 from tests.gateway_support import REPO, Services, modern_request, sdk_bridge, text
 from tests.isolation_support import LEGACY

@@ -37,7 +37,7 @@ from core.cli.parser import MAX_SECONDS, SETTLE_SECONDS
 from core.cli.servers import action_settled
 from core.registry.records import ROLE_BRIDGE
 from core.registry.store import WorkerRegistry
-from core.serving.api import MAX_CALL_TIMEOUT_SECONDS
+from core.serving.http.api import MAX_CALL_TIMEOUT_SECONDS
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import RuntimeInfo
 from core.settings.secrets import KEYRING_SERVICE

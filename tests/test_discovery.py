@@ -23,8 +23,8 @@ import pytest
 
 from core.base.errors import ConfigError
 from core.base.states import ServerState
-from core.serving.discovery import META_NAMES, ToolIndex, fts_query, search_answer
-from core.serving.view_cache import DISCOVERY_TOKENS
+from core.serving.aggregate.discovery import META_NAMES, ToolIndex, fts_query, search_answer
+from core.serving.aggregate.view_cache import DISCOVERY_TOKENS
 from core.settings.config import load_config
 from tests.conftest import ECHO, SERVERS, python_server, wait_ready, wait_until
 from tests.gateway_support import Services, sdk_client, text

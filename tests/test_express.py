@@ -1,4 +1,4 @@
-"""The express lane (core.serving.express): plain calls skip the ASGI stack, nothing else does.
+"""The express lane (core.serving.http.express): plain calls skip the ASGI stack, nothing else does.
 
 Strategy: a real tray serving a real echo child, driven by a plain HTTP
 client (httpx) and, for pipelining, a raw socket. Which path a request took
@@ -18,7 +18,7 @@ import pytest
 
 from core.protocol.headers import SESSION_HEADER
 from core.protocol.streamable import StreamableHttp
-from core.serving.express import EXPRESS_MAX_BODY_BYTES
+from core.serving.http.express import EXPRESS_MAX_BODY_BYTES
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, python_server, wait_ready

@@ -1,4 +1,4 @@
-"""The express lane can only speed a request up, never change its answer (core.serving.express).
+"""The express lane can only speed a request up, never change its answer (core.serving.http.express).
 
 Strategy: hypothesis generates whole HTTP requests (target, every header the
 lane or the full path reads, present, absent, repeated or wrong, and bodies
@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from core.protocol.headers import PROTOCOL_HEADER, SEQUENCE_HEADER, SESSION_HEADER
 from core.protocol.streamable import StreamableHttp
-from core.serving import http_guard
-from core.serving.http_guard import lane_hook_missing
+from core.serving.http import http_guard
+from core.serving.http.http_guard import lane_hook_missing
 from core.serving.service import TrayService
 from tests.conftest import ECHO, python_server, wait_ready
 from tests.gateway_support import Services

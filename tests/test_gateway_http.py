@@ -19,8 +19,8 @@ import pytest
 from starlette.routing import Match, Route
 
 from core.protocol.headers import PROTOCOL_HEADER
-from core.serving.api import gateway_server
-from core.serving.http_guard import HeadWithBody
+from core.serving.http.api import gateway_server
+from core.serving.http.http_guard import HeadWithBody
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from tests.conftest import ECHO, FAST_TIMING, python_server, wait_until

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from core.base.errors import NotRunning
-from core.serving.http_guard import AcceptErrorThrottle, HttpLimits
+from core.serving.http.http_guard import AcceptErrorThrottle, HttpLimits
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths

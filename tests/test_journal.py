@@ -35,8 +35,8 @@ from core.registry.journal_rows import (
     complete,
     parse_since,
 )
-from core.serving.call_journal import CallJournal, keyring_values, outcome_of
-from core.serving.sessions import ClientSession
+from core.serving.observe.call_journal import CallJournal, keyring_values, outcome_of
+from core.serving.sessions.sessions import ClientSession
 from core.settings.config import load_config
 from core.settings.config_model import JournalSettings
 from core.settings.secrets import KEYRING_SERVICE

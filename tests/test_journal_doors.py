@@ -15,7 +15,7 @@ import pytest
 from mcp import MCPError
 
 from core.registry.journal import CallQuery
-from core.serving.call_journal import PID_RETRY_SECONDS
+from core.serving.observe.call_journal import PID_RETRY_SECONDS
 from core.serving.service import TrayService
 from core.settings.paths import Paths
 from tests.cli_support import cli

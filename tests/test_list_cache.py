@@ -19,7 +19,7 @@ from typing import Any, cast
 from mcp.client.session import IncomingMessage
 
 from core.protocol.jsonrpc import SLICE_CHARS, EncodedResult, dumps, encoded
-from core.serving.view_cache import Views
+from core.serving.aggregate.view_cache import Views
 from core.settings.config import load_config
 from core.supervision.catalog import Catalog
 from core.supervision.server import ManagedServer

@@ -8,7 +8,7 @@ text is measured and its label values listed.
 import re
 
 from core.base.snapshot import TraySnapshot
-from core.serving.metrics import KNOWN_METHODS, Metrics, SnapshotCollector
+from core.serving.observe.metrics import KNOWN_METHODS, Metrics, SnapshotCollector
 
 
 def metrics() -> Metrics:

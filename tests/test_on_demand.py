@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from core.base.states import ServerState
+from core.serving.calls.translate import Parking
 from core.serving.service import TrayService
-from core.serving.translate import Parking
 from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.supervision.catalog import Catalog

@@ -1,7 +1,7 @@
 """Profiles: the config key, and what a profile offers (names, filters, routes, cost).
 
 Strategy: the config is parsed from real files (core.settings.config), and
-views are built (core.serving.profile_view) from catalogs filled the way a
+views are built (core.serving.aggregate.profile_view) from catalogs filled the way a
 child's listing fills them; no process is needed to decide names, filters
 or routes. The endpoints themselves are tested in tests/test_aggregate.py.
 """
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.base.errors import ConfigError
-from core.serving.profile_view import (
+from core.serving.aggregate.profile_view import (
     BYTES_PER_TOKEN,
     CLIENT_TOOL_LIMITS,
     MAX_NAME_CHARS,

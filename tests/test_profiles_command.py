@@ -3,7 +3,7 @@
 Strategy: a real headless tray in a subprocess (the ``headless`` fixture)
 running tests/servers/echo.py under two names, one long enough that its
 tool names must be shortened, asked through the real CLI; the figures are
-the ones the aggregate endpoints serve (core.serving.profile_view).
+the ones the aggregate endpoints serve (core.serving.aggregate.profile_view).
 """
 
 import json

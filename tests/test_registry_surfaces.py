@@ -22,7 +22,7 @@ from core.registry.records import ROLE_BRIDGE, Registration
 from core.registry.session_claims import SessionOwnership
 from core.registry.store import WorkerRegistry
 from core.registry.worker_watch import WorkerWatch
-from core.serving.sessions import ClientSession
+from core.serving.sessions.sessions import ClientSession
 from core.settings.paths import Paths
 from tests.cli_support import run_mcp_tray
 from tests.fakes import FakeWallClock

@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from core.base.errors import NotRunning
 from core.serving.service import TrayService
-from core.serving.session_file import SESSIONS_FILE
+from core.serving.sessions.session_file import SESSIONS_FILE
 from core.settings.config import load_config
 from core.settings.paths import Paths, default_paths
 from core.settings.runtime import running_instance

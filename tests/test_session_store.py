@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.platform.files import write_private
-from core.serving import session_file
-from core.serving.session_store import WRITE_DELAY_SECONDS, SavedSession, SessionStore
+from core.serving.sessions import session_file
+from core.serving.sessions.session_store import WRITE_DELAY_SECONDS, SavedSession, SessionStore
 from tests.conftest import wait_until
 
 

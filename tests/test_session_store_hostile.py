@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from core.serving.session_file import JOURNAL_FILE, SESSIONS_FILE, SessionFiles
-from core.serving.session_rows import SavedSession
-from core.serving.session_store import MAX_SAVED_SESSIONS, TOLD_PROBLEMS, SessionStore
+from core.serving.sessions.session_file import JOURNAL_FILE, SESSIONS_FILE, SessionFiles
+from core.serving.sessions.session_rows import SavedSession
+from core.serving.sessions.session_store import MAX_SAVED_SESSIONS, TOLD_PROBLEMS, SessionStore
 from tests.conftest import make_fifo
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero are POSIX")

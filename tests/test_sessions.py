@@ -27,7 +27,7 @@ from core.base.errors import (
     UpstreamError,
 )
 from core.base.snapshot import AlertKind, Event, EventKind
-from core.serving.sessions import ClientSession, SessionTable
+from core.serving.sessions.sessions import ClientSession, SessionTable
 from core.supervision.breakers import SESSION_BREAKER_THRESHOLD
 
 LOG = Path("/tmp/mcp-tray-test/echo.log")

@@ -3,7 +3,7 @@
 Strategy: a real tray serving a real echo child. Requests are written by hand
 on a raw socket (httpx cannot send a header twice, nor a Host it did not
 choose), each twice: to ``/mcp/echo``, which the express lane
-(core.serving.express) would take, and to ``/mcp/echo?full``, which only
+(core.serving.http.express) would take, and to ``/mcp/echo?full``, which only
 the full path takes; both must give the same status. A real SDK client
 sees the aggregate's refusal of a 5,000-character tool name cut short,
 as the 404s of an unknown server and profile are. The Host and Origin
@@ -18,7 +18,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from core.base.errors import SHOWN_CHARS
-from core.serving.api import host_is_loopback, origin_is_loopback
+from core.serving.http.api import host_is_loopback, origin_is_loopback
 from core.serving.service import TrayService
 from tests.gateway_support import Raw, call, sdk_client
 

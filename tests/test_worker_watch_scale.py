@@ -32,7 +32,7 @@ from core.registry.worker_watch import (
     ROWS_REJUDGE_SECONDS,
     WorkerWatch,
 )
-from core.serving.sessions import ClientSession
+from core.serving.sessions.sessions import ClientSession
 from tests.conftest import ECHO, python_server, wait_ready, wait_until
 from tests.fakes import FakeClock, FakeWallClock
 from tests.gateway_support import Services, http_client

@@ -121,7 +121,7 @@ class ServerConfig:
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
     sharing: Sharing = "shared"
     #: The entry says ``"sharing"`` itself: a shared server that asks for roots stays
-    #: shared (else it gets one child per workspace, core.serving.placement).
+    #: shared (else it gets one child per workspace, core.serving.calls.placement).
     sharing_pinned: bool = False
     #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
     protocol: str = "auto"
@@ -129,7 +129,7 @@ class ServerConfig:
     approve: tuple[str, ...] = ()
     #: A tool whose fingerprint changed: "hold" it for review, or "warn" and offer it.
     on_tool_change: ToolChangeMode = "hold"
-    #: Children made for sessions or workspaces (core.serving.placement) at once.
+    #: Children made for sessions or workspaces (core.serving.calls.placement) at once.
     max_children: int = DEFAULT_MAX_CHILDREN
     #: "on-demand": asleep (no child) until a request needs it, asleep again when idle.
     start: StartMode = "always"

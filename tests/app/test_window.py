@@ -28,8 +28,8 @@ from app.window import TAB_LOGS, TAB_PROFILES, TAB_WARNINGS, MainWindow
 from core.base.errors import McpTrayError
 from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
+from core.serving.aggregate.view_cache import DISCOVERY_TOKENS
 from core.serving.core_thread import CoreThread
-from core.serving.view_cache import DISCOVERY_TOKENS
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server

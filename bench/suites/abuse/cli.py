@@ -68,7 +68,7 @@ faults":
    scraped SCRAPES times back to back (bytes, scrape time p50/max), each
    time with an ``echo`` tool call sent at the same moment (timed, against
    the same calls without scrapes). Method labels are bounded
-   (core.serving.metrics): /metrics must stay small and name no invented
+   (core.serving.observe.metrics): /metrics must stay small and name no invented
    method.
 
 ``--burst N`` runs only this instead: a tray started under a file limit

@@ -44,7 +44,7 @@ from core.base.errors import ApprovalError
 from core.base.snapshot import AlertKind, ApprovalSnapshot, Event, EventKind, GrantSnapshot
 from core.base.verdict import Scope, Verdict
 from core.platform.files import write_private
-from core.serving.request import Request
+from core.serving.calls.request import Request
 from core.settings.config import ServerConfig
 from core.settings.profiles import find_profile, profile_name
 from core.supervision.server import ManagedServer

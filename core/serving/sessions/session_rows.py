@@ -1,6 +1,6 @@
 """One saved handshake-era session, and the check each saved row passes before it is believed.
 
-The saved-sessions files (core.serving.session_file) are input like any
+The saved-sessions files (core.serving.sessions.session_file) are input like any
 other: any local process of the user may have written them. So a row is
 taken field by field, each against the shape the gateway itself writes
 (``SavedSession``), and a row that fails is dropped with the reason,

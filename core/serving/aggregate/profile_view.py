@@ -1,6 +1,6 @@
 """What one profile offers a client through its single endpoint, and what that costs the client.
 
-core.serving.aggregate serves a profile (or ``all``) as one MCP server. A
+core.serving.aggregate.aggregate serves a profile (or ``all``) as one MCP server. A
 ``ProfileView`` is what that server offers, built from its members' catalogs
 (what each child last listed, kept while it respawns or is parked), and
 where each name and URI goes:

@@ -19,7 +19,7 @@ uvicorn's own httptools protocol:
 - accept errors (EMFILE and the like) logged once a minute with a count
   instead of a traceback each time.
 
-"Trusted" is decided by the control API's guard (core.serving.api): it
+"Trusted" is decided by the control API's guard (core.serving.http.api): it
 calls ``ConnectionGuard.trust`` with the peer address of every request that
 passed the token check, and on loopback a peer address names one connection.
 """
@@ -123,7 +123,7 @@ class ConnectionGuard:
 
 
 class LaneTicket(Protocol):
-    """A request whose head qualified for the express lane (core.serving.express.Ticket)."""
+    """A request whose head qualified for the express lane (core.serving.http.express.Ticket)."""
 
     def message(self, body: bytes) -> dict[str, Any] | None: ...
 
@@ -131,7 +131,7 @@ class LaneTicket(Protocol):
 
 
 class Lane(Protocol):
-    """Whether a request may take the express lane (core.serving.express.Express)."""
+    """Whether a request may take the express lane (core.serving.http.express.Express)."""
 
     def ticket(self, url: bytes, raw: list[tuple[bytes, bytes]]) -> LaneTicket | None: ...
 
@@ -181,7 +181,7 @@ def guarded_protocol(
     guard: ConnectionGuard, express: Lane | None = None
 ) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with ``guard``'s deadline and cap, and ``express``'s lane
-    for plain tool calls (core.serving.express), for ``Config(http=...)``; without the lane
+    for plain tool calls (core.serving.http.express), for ``Config(http=...)``; without the lane
     where this uvicorn cannot carry it (``lane_hook_missing``)."""
     if express is not None and lane_hook_missing() is not None:
         express = None

@@ -40,7 +40,7 @@ from core.protocol.eras import (
     without_envelope,
 )
 from core.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
-from core.serving.request import REQUIRED_CAPABILITY, ClientAsk
+from core.serving.calls.request import REQUIRED_CAPABILITY, ClientAsk
 from core.supervision.catalog import Catalog
 from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
@@ -285,7 +285,7 @@ class Parking:
 
     def claim(self, token: str, method: str, name: object, session: str) -> Parked:
         """The parked call a retry names: any connection will do, but only its own client
-        session (so its own process, where the OS tells: core.serving.identity) may claim it."""
+        session (so its own process, where the OS tells: core.serving.eras.identity) may claim it."""
         self.expire()
         found = self.parked.get(token)
         if found is not None and found.session != session:

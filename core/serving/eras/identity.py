@@ -47,8 +47,8 @@ from core.base.errors import RpcError, shown
 from core.protocol.eras import Envelope
 from core.protocol.headers import CLIENT_HEADER, IDENTITY_HEADER, WORKER_HEADER
 from core.protocol.jsonrpc import INVALID_REQUEST
-from core.serving.fanout import Share
-from core.serving.sessions import ClientSession, SessionTable
+from core.serving.calls.fanout import Share
+from core.serving.sessions.sessions import ClientSession, SessionTable
 
 #: A session whose client lives ends after this long without a request.
 STATELESS_IDLE_SECONDS: Final = 30 * 60
@@ -159,7 +159,7 @@ class StatelessSession:
         return None
 
     def hears_unlevelled(self) -> bool:
-        return False  # its log lines ride its calls (core.serving.fanout.CallMember)
+        return False  # its log lines ride its calls (core.serving.calls.fanout.CallMember)
 
     def deliver_with_call(self, message: dict[str, Any]) -> bool:
         return False

@@ -11,7 +11,7 @@ are unchanged.
   their names, descriptions and parameter names, through SQLite's FTS5 (in
   the standard library's ``sqlite3``; no new dependency). The index is an
   in-memory database made with the view, so when the lists change and the
-  view is rebuilt (off the call path, core.serving.aggregate) so is it.
+  view is rebuilt (off the call path, core.serving.aggregate.aggregate) so is it.
 - ``describe_tools`` gives the full definitions (schemas, annotations) of
   the names asked for.
 - ``call_tool`` is the member's ``tools/call`` in every respect: the

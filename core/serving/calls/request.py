@@ -1,11 +1,11 @@
 """One client request as the gateway's pipeline sees it, whatever era it came in.
 
-Both eras' adapters (core.serving.handshake, core.serving.stateless) decode
+Both eras' adapters (core.serving.eras.handshake, core.serving.eras.stateless) decode
 a client's message once into a ``Request``: which client session it comes
 from and what that client declared (``Client``), what it asks (method and
 params, as sent), and how to answer it (``Reply``: where its related
 messages go; ``ask``: how to put a server->client request to the client
-during this request, where its era allows one). core.serving.pipeline takes
+during this request, where its era allows one). core.serving.calls.pipeline takes
 it from there.
 """
 
@@ -17,7 +17,7 @@ from core.base.errors import RpcError
 from core.base.verdict import Verdict
 from core.protocol.eras import LATEST_MODERN_VERSION, Envelope
 from core.protocol.jsonrpc import METHOD_NOT_FOUND
-from core.serving.sessions import ClientSession
+from core.serving.sessions.sessions import ClientSession
 
 #: A server->client request put to the client (sampling, elicitation, roots).
 ClientAsk = Callable[[str, Mapping[str, Any] | None], Awaitable[dict[str, Any]]]
@@ -106,7 +106,7 @@ class Request:
     ask: ClientAsk | None
     #: The HTTP headers it came with (a 2026-07-28 tools/call's Mcp-Param-* are checked).
     headers: Mapping[str, str] = field(default_factory=dict)
-    #: What oversight decided about it (core.serving.approvals), for the call journal.
+    #: What oversight decided about it (core.serving.calls.approvals), for the call journal.
     verdict: Verdict | None = None
     #: Its HTTP headers mirror its params (False: a discovery profile's ``call_tool``, whose
     #: headers were made for the meta-tool's own arguments).

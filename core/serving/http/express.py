@@ -6,7 +6,7 @@ token, a loopback Host and nothing unusual. Through uvicorn's ASGI cycle,
 the control API's guard, the gateway's front, the gateway and the endpoint's
 checks, each such call went through a dozen layers that each looked at the
 request once more (docs/design.md §3.10). The connection's protocol
-(core.serving.http_guard) asks ``Express.ticket`` at the end of a request's
+(core.serving.http.http_guard) asks ``Express.ticket`` at the end of a request's
 head and ``Ticket.message`` once its body is in; when both say yes, the
 request goes straight to its session (``StreamableHttp.serve_request``), and
 its reply leaves through uvicorn's own response writer as before.
@@ -33,8 +33,8 @@ from core.protocol.http_session import HttpSession
 from core.protocol.jsonrpc import HANDSHAKE_PROTOCOL_VERSIONS, loads, plainly_usable
 from core.protocol.streamable import StreamableHttp, sequence_number
 from core.protocol.wire import content_problem, shape_problem
-from core.serving.api import gateway_server, host_is_loopback, presents_token
-from core.serving.gateway import Gateway
+from core.serving.http.api import gateway_server, host_is_loopback, presents_token
+from core.serving.http.gateway import Gateway
 from core.settings.profiles import is_target
 
 #: Bodies larger than this take the full path (it reads them in pieces, under flow

@@ -2,10 +2,10 @@
 
 A client of an aggregate endpoint sees one MCP server whose tools and
 prompts are its members' under ``SERVER__NAME`` and whose resources are
-theirs under their own URIs (core.serving.profile_view). Its session there
+theirs under their own URIs (core.serving.aggregate.profile_view). Its session there
 (a ``Parent``) reaches each member through a session of its own with that
-member (a ``Link``, core.serving.aggregate_links), and every request for a
-member goes through the one request pipeline (core.serving.pipeline) as a
+member (a ``Link``, core.serving.aggregate.aggregate_links), and every request for a
+member goes through the one request pipeline (core.serving.calls.pipeline) as a
 request of ``/mcp/SERVER`` would: placement (a ``per-session`` or
 ``per-workspace`` child of the link's own), the link's breaker, the call
 path (a respawn, one retry when it is safe), era translation. So what a
@@ -22,9 +22,9 @@ server's own endpoint guarantees holds per member, in both eras:
 What the aggregate answers itself: ``initialize`` and ``server/discover``
 (its members' offer joined), ``ping``, the four lists (from the profile's
 ``Listing``, built off the call path and encoded once per change:
-core.serving.view_cache), ``logging/setLevel`` (handed on to every link),
+core.serving.aggregate.view_cache), ``logging/setLevel`` (handed on to every link),
 and a discovery profile's ``search_tools`` and ``describe_tools``
-(core.serving.discovery; its ``call_tool`` is the member's call, routed
+(core.serving.aggregate.discovery; its ``call_tool`` is the member's call, routed
 like any). A call to a tool the profile leaves out is refused with a
 message naming the profile.
 """
@@ -50,9 +50,9 @@ from core.protocol.http_session import HttpSession
 from core.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from core.protocol.stateless import StatelessContext
 from core.protocol.streamable import StreamableHttp
-from core.serving.aggregate_eras import AggregateHandshake, AggregateStateless
-from core.serving.aggregate_links import Link, Parent
-from core.serving.discovery import (
+from core.serving.aggregate.aggregate_eras import AggregateHandshake, AggregateStateless
+from core.serving.aggregate.aggregate_links import Link, Parent
+from core.serving.aggregate.discovery import (
     CALL_TOOL,
     DESCRIBE_TOOL,
     META_NAMES,
@@ -61,15 +61,20 @@ from core.serving.discovery import (
     describe_answer,
     search_answer,
 )
-from core.serving.identity import StatelessClients, WorkerView
-from core.serving.pipeline import LIST_METHODS, NoReply, Pipeline, shared_version
-from core.serving.placement import started
-from core.serving.profile_view import KINDS, ProfileView
-from core.serving.request import Request
-from core.serving.session_store import SessionStore
-from core.serving.sessions import ClientSession, SessionTable
-from core.serving.stateless import RESOURCE_SUBSCRIPTIONS, Listener, acknowledge, listen_filters
-from core.serving.view_cache import DISCOVERY_TOKENS, Listing, Views, server_info
+from core.serving.aggregate.profile_view import KINDS, ProfileView
+from core.serving.aggregate.view_cache import DISCOVERY_TOKENS, Listing, Views, server_info
+from core.serving.calls.pipeline import LIST_METHODS, NoReply, Pipeline, shared_version
+from core.serving.calls.placement import started
+from core.serving.calls.request import Request
+from core.serving.eras.identity import StatelessClients, WorkerView
+from core.serving.eras.stateless import (
+    RESOURCE_SUBSCRIPTIONS,
+    Listener,
+    acknowledge,
+    listen_filters,
+)
+from core.serving.sessions.session_store import SessionStore
+from core.serving.sessions.sessions import ClientSession, SessionTable
 from core.settings.profiles import (
     ALL_PROFILE,
     endpoint_path,
@@ -174,7 +179,7 @@ class Aggregate:
         return self.pipeline.sessions
 
     def open_session(self, session: ClientSession) -> None:
-        """A 2026-07-28 client's new session (core.serving.identity made it)."""
+        """A 2026-07-28 client's new session (core.serving.eras.identity made it)."""
         self.open(Parent(session, profile_name(session.server), modern=True, on_lists=self.told))
 
     def close_session(self, session: ClientSession) -> None:

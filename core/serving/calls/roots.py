@@ -1,7 +1,7 @@
 """A client's roots (the folders it works in), as mcp-tray learns and hands them on.
 
 Roots decide which child a ``per-workspace`` session sits on, and are what a
-child made for one session or one workspace is told (core.serving.placement,
+child made for one session or one workspace is told (core.serving.calls.placement,
 core.supervision.routing). mcp-tray asks a session for them once, before
 its first request is placed, and again when the client says they changed: a
 handshake-era client on its request's stream, a 2026-07-28 client (which
@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from core.base.errors import RpcError
 from core.protocol.jsonrpc import INVALID_PARAMS
-from core.serving.sessions import ClientSession
-from core.serving.translate import RETRY_KEYS, STATE_PREFIX, input_required
+from core.serving.calls.translate import RETRY_KEYS, STATE_PREFIX, input_required
+from core.serving.sessions.sessions import ClientSession
 from core.supervision.catalog import Catalog
 from core.supervision.routing import RootsSource
 

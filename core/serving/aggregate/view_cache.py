@@ -1,6 +1,6 @@
 """What each profile offers, built once per change and off the call path, and its lists encoded once.
 
-A profile's view (core.serving.profile_view) is built from its members'
+A profile's view (core.serving.aggregate.profile_view) is built from its members'
 catalogs; building one of ten 50-tool members takes tens of milliseconds,
 and encoding its tools/list for every request as much again per request.
 So the aggregate keeps, per profile, a ``Listing``: the view, each list's
@@ -9,7 +9,7 @@ response as bytes), and for a discovery profile its search index.
 
 - **When it is built.** What a view is built from is stamped (the config's
   reloads, every member's catalog revision). An event that moves it (a
-  member listed, restarted, a config edit, core.serving.aggregate) starts a
+  member listed, restarted, a config edit, core.serving.aggregate.aggregate) starts a
   rebuild of every profile on a worker thread, from copies of the catalogs
   taken on core's loop; the result is kept only if nothing moved meanwhile
   (else it is built again). A request that finds its profile's stamp moved
@@ -29,8 +29,8 @@ from core import __version__
 from core.base.errors import RpcError
 from core.protocol.eras import as_complete
 from core.protocol.jsonrpc import INVALID_PARAMS, EncodedResult, dumps
-from core.serving.discovery import META_TOOLS, ToolIndex
-from core.serving.profile_view import BYTES_PER_TOKEN, ProfileView, build_view
+from core.serving.aggregate.discovery import META_TOOLS, ToolIndex
+from core.serving.aggregate.profile_view import BYTES_PER_TOKEN, ProfileView, build_view
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.profiles import (
     ALL_PROFILE,

@@ -14,7 +14,7 @@ able to drive mcp-tray through DNS rebinding).
     GET  /api/v1/approvals  POST /api/v1/approvals/{id}/approve {"scope": once|session|always}
     POST /api/v1/approvals/{id}/deny   POST /api/v1/approvals/revoke {"server": ..., "tool": ...}
     GET  /api/v1/calls?server=&client=&tool=GLOB&outcome=&since=10m&after=SEQ&limit=N
-    *    /mcp/{server}      the gateway (core.serving.gateway)
+    *    /mcp/{server}      the gateway (core.serving.http.gateway)
 """
 
 import functools
@@ -37,9 +37,9 @@ from core.base.verdict import SCOPES
 from core.protocol.headers import CLI_USER_AGENT, scope_headers
 from core.protocol.jsonrpc import unparsable_reason, unusable
 from core.registry.journal import CallQuery, calls_query
-from core.serving.approvals import Approvals
-from core.serving.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
-from core.serving.sessions import SessionTable
+from core.serving.aggregate.profile_view import CLIENT_TOOL_LIMITS, ESTIMATE
+from core.serving.calls.approvals import Approvals
+from core.serving.sessions.sessions import SessionTable
 from core.supervision.offer import offer_of
 from core.supervision.supervisor import Supervisor
 
@@ -134,7 +134,7 @@ class GuardMiddleware:
         self._token = token
         self._open_paths = open_paths
         #: Told the peer of every request that presented the token (the
-        #: connection cap sheds the others first: core.serving.http_guard).
+        #: connection cap sheds the others first: core.serving.http.http_guard).
         self._on_trusted = on_trusted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -419,7 +419,7 @@ def control_routes(target: ControlTarget) -> list[BaseRoute]:
 def gateway_server(path: str) -> str | None:
     """The server a gateway path names, as Starlette would match the gateway's two routes,
     ``/mcp/{server}`` then ``/{server}/mcp`` (a name is one non-empty path segment); ``""``
-    for ``/mcp`` itself (every server, core.serving.aggregate); else None."""
+    for ``/mcp`` itself (every server, core.serving.aggregate.aggregate); else None."""
     if path == "/mcp":
         return ""
     if path.startswith("/mcp/") and _one_segment(name := path[5:]):

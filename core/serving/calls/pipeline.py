@@ -1,19 +1,19 @@
 """One pipeline for every client request, whatever its era or endpoint.
 
 An era's adapter decodes a message once into a ``Request``
-(core.serving.request); here it goes through the same stages for both eras:
+(core.serving.calls.request); here it goes through the same stages for both eras:
 
 1. **what mcp-tray answers itself**: ``initialize`` and ``server/discover``
    (from the child's last known capabilities, so a client can connect to a
    starting or parked server and learns the real reason on its first
    request), ``ping``, the lists while their listing is known;
 2. **placement**: which child serves the client's session
-   (core.serving.placement), once its roots are known where that decides;
+   (core.serving.calls.placement), once its roots are known where that decides;
 3. **the session breaker** (``guarded``, docs/design.md §3.5);
 4. **the call path** (``ManagedServer.request``, docs/design.md §3.3), or the share's
    version of a request that sets per-session state (subscriptions, the log
    level), with era translation where client and child differ
-   (core.serving.translate);
+   (core.serving.calls.translate);
 5. **one encoder per era** for the answer.
 
 The session's seat (its child, the share it is a member of) lives here too,
@@ -52,14 +52,14 @@ from core.protocol.jsonrpc import (
     LATEST_HANDSHAKE_VERSION,
     METHOD_NOT_FOUND,
 )
-from core.serving.approvals import Approvals
-from core.serving.call_journal import CallJournal, Watch, journaled
-from core.serving.fanout import CallMember, Member, Share
-from core.serving.placement import Placement, started
-from core.serving.request import Client, Request
-from core.serving.roots import RootsQuestions, roots_in, roots_source
-from core.serving.sessions import ClientSession, SessionTable
-from core.serving.translate import Parking, encode, fulfil
+from core.serving.calls.approvals import Approvals
+from core.serving.calls.fanout import CallMember, Member, Share
+from core.serving.calls.placement import Placement, started
+from core.serving.calls.request import Client, Request
+from core.serving.calls.roots import RootsQuestions, roots_in, roots_source
+from core.serving.calls.translate import Parking, encode, fulfil
+from core.serving.observe.call_journal import CallJournal, Watch, journaled
+from core.serving.sessions.sessions import ClientSession, SessionTable
 from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
@@ -186,7 +186,7 @@ class Pipeline:
         self.roots_questions = RootsQuestions()
         #: Calls held for the person, and held tools' calls refused (docs/design.md §3.14).
         self.approvals = Approvals(supervisor)
-        #: Where every request sent to a server is recorded (core.serving.call_journal).
+        #: Where every request sent to a server is recorded (core.serving.observe.call_journal).
         self.journal = CallJournal()
 
     # ------------------------------------------------------------ sessions

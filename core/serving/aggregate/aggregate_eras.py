@@ -1,13 +1,13 @@
-"""The two eras' adapters of an aggregate endpoint: thin, like a server's own (core.serving.handshake,
-core.serving.stateless).
+"""The two eras' adapters of an aggregate endpoint: thin, like a server's own (core.serving.eras.handshake,
+core.serving.eras.stateless).
 
 Each decodes a client's message once into the pipeline's ``Request`` and
-hands it to the aggregate (core.serving.aggregate). What only an era has
+hands it to the aggregate (core.serving.aggregate.aggregate). What only an era has
 stays here: a handshake-era session (opened by ``initialize``, its GET
 stream, the client asked on its request's stream, kept for the next tray
-like a server's own: core.serving.session_store), and a 2026-07-28
+like a server's own: core.serving.sessions.session_store), and a 2026-07-28
 client's session, keyed by its process like on a server's own endpoint
-(core.serving.identity).
+(core.serving.eras.identity).
 """
 
 import asyncio
@@ -24,20 +24,25 @@ from core.protocol.eras import Envelope
 from core.protocol.headers import scope_headers
 from core.protocol.http_session import HttpSession, RequestContext
 from core.protocol.stateless import StatelessContext
-from core.serving.aggregate_links import Parent
-from core.serving.handshake import ask_client, handshake_session, restored_client, saved_session
-from core.serving.identity import StatelessClients
-from core.serving.pipeline import SHARE_METHODS
-from core.serving.request import Client, Request
-from core.serving.session_rows import SavedSession
-from core.serving.session_store import SessionStore
-from core.serving.sessions import SessionTable
-from core.serving.stateless import seat
+from core.serving.aggregate.aggregate_links import Parent
+from core.serving.calls.pipeline import SHARE_METHODS
+from core.serving.calls.request import Client, Request
+from core.serving.eras.handshake import (
+    ask_client,
+    handshake_session,
+    restored_client,
+    saved_session,
+)
+from core.serving.eras.identity import StatelessClients
+from core.serving.eras.stateless import seat
+from core.serving.sessions.session_rows import SavedSession
+from core.serving.sessions.session_store import SessionStore
+from core.serving.sessions.sessions import SessionTable
 from core.settings.profiles import profile_name
 
 
 class Aggregate(Protocol):
-    """What the adapters hand their requests to (core.serving.aggregate)."""
+    """What the adapters hand their requests to (core.serving.aggregate.aggregate)."""
 
     @property
     def parents(self) -> Mapping[str, Parent]: ...
@@ -96,7 +101,7 @@ class AggregateHandshake:
 
     @classmethod
     def adopt(cls, aggregate: Aggregate, saved: SavedSession) -> "AggregateHandshake":
-        """A previous tray's session, going on where it was (core.serving.session_store)."""
+        """A previous tray's session, going on where it was (core.serving.sessions.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
         # Its bridge numbers on from where the last tray saw it (core.protocol.http_session).
         http.numbering_resumes = True

@@ -18,7 +18,7 @@ Both are read with the hardened reader (core.settings.filereader): a FIFO,
 a device, a socket or a symbolic link is refused without being opened, at
 most ``SNAPSHOT_LIMIT`` / ``JOURNAL_LIMIT`` bytes are read, nesting past
 the parser's recursion is refused (each row's fields are bounded on their
-own: core.serving.session_rows). A file that cannot be used as a whole is moved aside
+own: core.serving.sessions.session_rows). A file that cannot be used as a whole is moved aside
 (``NAME.bad``) with a warning, and the tray starts without it; a journal
 line that cannot be used is skipped with a warning naming its line. Writes
 never go through a link: the snapshot (and the emptied journal) are new

@@ -3,16 +3,16 @@
 A ``Parent`` is one client session of ``/mcp`` or ``/mcp/@NAME``, of either
 era. It reaches each member through a ``Link``: a client session of its own
 with that member (``PARENT.SERVER`` in the session table, made at the first
-request for the member), which the pipeline (core.serving.pipeline) places,
+request for the member), which the pipeline (core.serving.calls.pipeline) places,
 guards with its own breaker and routes to exactly as it would a session of
 ``/mcp/SERVER``. So a member that keeps failing trips only its own link: the
 client's other servers keep working.
 
-A link is a member of its child's share (core.serving.fanout) and hands on
+A link is a member of its child's share (core.serving.calls.fanout) and hands on
 what the child says unprompted:
 
 - ``list_changed``: to the aggregate, which tells the parent once per burst
-  (core.serving.aggregate);
+  (core.serving.aggregate.aggregate);
 - a log line made during a call: on the parent's newest call to that member
   (a handshake-era client; a 2026-07-28 call hears its own through the
   pipeline, as on a server's own endpoint);
@@ -26,11 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from core.protocol.http_session import HttpSession
-from core.serving.fanout import LIST_CHANGED, Share
-from core.serving.pipeline import Seat
-from core.serving.request import Client, Reply
-from core.serving.sessions import ClientSession
-from core.serving.stateless import Listener
+from core.serving.calls.fanout import LIST_CHANGED, Share
+from core.serving.calls.pipeline import Seat
+from core.serving.calls.request import Client, Reply
+from core.serving.eras.stateless import Listener
+from core.serving.sessions.sessions import ClientSession
 
 
 class Parent:

@@ -2,13 +2,13 @@
 
 ``/mcp/<server>`` (and ``/<server>/mcp``, the shape the MCP Inspector
 insists on) serve one server; ``/mcp`` and ``/mcp/@<profile>`` (and
-``/@<profile>/mcp``) many at once (core.serving.aggregate). They speak
+``/@<profile>/mcp``) many at once (core.serving.aggregate.aggregate). They speak
 streamable HTTP (core.protocol.streamable for the
 handshake era, core.protocol.stateless for 2026-07-28). Each era's adapter
-(core.serving.handshake, core.serving.stateless) decodes a client's
-messages into the one request pipeline (core.serving.pipeline), which
+(core.serving.eras.handshake, core.serving.eras.stateless) decodes a client's
+messages into the one request pipeline (core.serving.calls.pipeline), which
 answers them through the call path of docs/design.md §3.3. Isolation between the
-sessions that share a child is core.serving.fanout's and the router's
+sessions that share a child is core.serving.calls.fanout's and the router's
 (core.supervision.routing).
 """
 
@@ -25,13 +25,13 @@ from core.protocol.headers import scope_headers
 from core.protocol.http_session import HttpSession
 from core.protocol.streamable import StreamableHttp
 from core.protocol.wire import DEFAULT_MAX_BODY_BYTES
-from core.serving.aggregate import Aggregate
-from core.serving.handshake import HandshakeSession
-from core.serving.identity import REAP_SECONDS, StatelessClients
-from core.serving.pipeline import Hooks, Pipeline
-from core.serving.session_store import SessionStore
-from core.serving.sessions import SessionTable
-from core.serving.stateless import StatelessEndpoint
+from core.serving.aggregate.aggregate import Aggregate
+from core.serving.calls.pipeline import Hooks, Pipeline
+from core.serving.eras.handshake import HandshakeSession
+from core.serving.eras.identity import REAP_SECONDS, StatelessClients
+from core.serving.eras.stateless import StatelessEndpoint
+from core.serving.sessions.session_store import SessionStore
+from core.serving.sessions.sessions import SessionTable
 from core.settings.config import TrayConfig
 from core.settings.profiles import ALL_PROFILE, PROFILE_MARK, is_target
 from core.supervision.supervisor import Supervisor
@@ -131,7 +131,7 @@ class Gateway:
 
     def served_endpoint(self, name: str) -> StreamableHttp | None:
         """The endpoint of server ``name`` when it is configured and already served (the
-        express lane's question: core.serving.express); None sends a request the full way."""
+        express lane's question: core.serving.http.express); None sends a request the full way."""
         if name not in self.supervisor.servers:
             return None
         return self._endpoints.get(name)

@@ -1,8 +1,8 @@
 """The gateway's side of the call journal (docs/design.md §3.16): one ``Watch`` per request.
 
 Every request that reaches a server passes through the pipeline
-(core.serving.pipeline), whatever its door: ``/mcp/NAME``, ``/mcp`` and
-profiles (core.serving.aggregate routes into the pipeline), a bridge
+(core.serving.calls.pipeline), whatever its door: ``/mcp/NAME``, ``/mcp`` and
+profiles (core.serving.aggregate.aggregate routes into the pipeline), a bridge
 (an HTTP session like any other, named by its headers), and mcp-tray's own
 calls (``mcp-tray call``, the control API: ``Pipeline.own_call``). There, and
 only there, a ``Watch`` is opened when the request is about to be sent and
@@ -41,7 +41,7 @@ from core.base.errors import (
 from core.registry.identity import client_display_name
 from core.registry.journal import JournalWriter
 from core.registry.journal_rows import CallRecord, Seen
-from core.serving.sessions import ClientSession
+from core.serving.sessions.sessions import ClientSession
 from core.settings.config_model import KEYRING_REF_RE
 
 #: Records the window gets when it opens (newest last).

@@ -26,7 +26,7 @@ roots) gets a child driven in *its* era instead: tools that ask the old way
 serving 2026-07-28 clients. Such a child starts with the first client that
 needs it; a server that refuses the handshake era's ``initialize`` parks
 that child at once, and its handshake-era clients go through the
-2026-07-28 child and mcp-tray's translation (core.serving.translate).
+2026-07-28 child and mcp-tray's translation (core.serving.calls.translate).
 """
 
 import asyncio

@@ -1,8 +1,8 @@
 """A handshake-era client session on the gateway: the ``Handler`` of one streamable HTTP session.
 
 A thin adapter: each message of the session is decoded once into the
-pipeline's era-neutral ``Request`` (core.serving.request) and answered by
-the pipeline (core.serving.pipeline). What only this era has lives here:
+pipeline's era-neutral ``Request`` (core.serving.calls.request) and answered by
+the pipeline (core.serving.calls.pipeline). What only this era has lives here:
 the session itself (opened by ``initialize``), its GET stream, and the
 requests in flight that the server's log lines and requests may ride on.
 """
@@ -18,12 +18,12 @@ from typing import Any
 from core.base.errors import CallError, RpcError
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.protocol.http_session import HttpSession, RequestContext
-from core.serving.fanout import Share
-from core.serving.pipeline import SHARE_METHODS, NoReply, Pipeline
-from core.serving.request import Client, Request
-from core.serving.session_rows import SavedSession
-from core.serving.session_store import SessionStore
-from core.serving.sessions import ClientSession
+from core.serving.calls.fanout import Share
+from core.serving.calls.pipeline import SHARE_METHODS, NoReply, Pipeline
+from core.serving.calls.request import Client, Request
+from core.serving.sessions.session_rows import SavedSession
+from core.serving.sessions.session_store import SessionStore
+from core.serving.sessions.sessions import ClientSession
 from core.supervision.routing import Caller
 
 
@@ -43,7 +43,7 @@ def handshake_session(session_id: str, where: str, headers: Mapping[str, str]) -
 
 
 def restored_client(saved: SavedSession) -> Client:
-    """A previous tray's session as its client declared it (core.serving.session_store)."""
+    """A previous tray's session as its client declared it (core.serving.sessions.session_store)."""
     session = ClientSession(
         id=saved.id,
         server=saved.server,
@@ -139,7 +139,7 @@ class HandshakeSession:
         registry: dict[str, "HandshakeSession"],
         store: SessionStore,
     ) -> "HandshakeSession":
-        """A previous tray's session, going on where it was (core.serving.session_store)."""
+        """A previous tray's session, going on where it was (core.serving.sessions.session_store)."""
         http = HttpSession(saved.id, saved.protocol_version)
         http.numbering_resumes = True
         client = restored_client(saved)

@@ -2,10 +2,10 @@
 
 Each request stands alone: its ``_meta`` envelope says who the client is and
 what it can do, and it is decoded once into the pipeline's era-neutral
-``Request`` (core.serving.request). What only this era has lives here:
+``Request`` (core.serving.calls.request). What only this era has lives here:
 
 - **who is calling** (the session breaker, the Sessions tab, a per-session
-  child): core.serving.identity keys a stateless client's session by what
+  child): core.serving.eras.identity keys a stateless client's session by what
   stays the same for one client process;
 - **change notifications** come on a ``subscriptions/listen`` stream, a
   member of the child's share for as long as the client holds it open.
@@ -19,10 +19,10 @@ from starlette.types import Scope
 
 from core.protocol.eras import SUBSCRIPTION_ID_META_KEY, Envelope
 from core.protocol.stateless import StatelessContext
-from core.serving.fanout import Share
-from core.serving.identity import StatelessClients, StatelessSession
-from core.serving.pipeline import Pipeline
-from core.serving.request import Client, Request
+from core.serving.calls.fanout import Share
+from core.serving.calls.pipeline import Pipeline
+from core.serving.calls.request import Client, Request
+from core.serving.eras.identity import StatelessClients, StatelessSession
 from core.supervision.routing import Caller
 
 #: The filter keys of ``subscriptions/listen`` and the notification each lets through.

@@ -7,8 +7,8 @@ upgrade, a crash, a logout) would break it until it is restarted itself.
 The gateway keeps, per open session of a server's endpoint, the aggregate
 or a profile, what it needs to go on (the id, the negotiated version, the
 client's capabilities and info, its subscriptions and log level: a
-``SavedSession``, core.serving.session_rows) in the state folder
-(core.serving.session_file); the next tray adopts a session the first time
+``SavedSession``, core.serving.sessions.session_rows) in the state folder
+(core.serving.sessions.session_file); the next tray adopts a session the first time
 its id comes back. A session idle past ``SESSION_IDLE_TIMEOUT_SECONDS`` is
 not adopted (expiry as before).
 
@@ -40,8 +40,8 @@ from typing import Final
 
 from core.base.errors import BadRow
 from core.protocol.streamable import SESSION_IDLE_TIMEOUT_SECONDS
-from core.serving.session_file import SESSIONS_FILE, SNAPSHOT_LIMIT, SessionFiles
-from core.serving.session_rows import MAX_ROW_BYTES, SavedSession, parse_row
+from core.serving.sessions.session_file import SESSIONS_FILE, SNAPSHOT_LIMIT, SessionFiles
+from core.serving.sessions.session_rows import MAX_ROW_BYTES, SavedSession, parse_row
 
 logger = logging.getLogger(__name__)
 
