@@ -45,8 +45,7 @@ from core.base.states import ServerState
 from core.protocol.jsonrpc import dumps
 from core.serving.aggregate.aggregate_links import Parent
 from core.serving.aggregate.profile_view import build_view
-from core.serving.calls.pipeline import NoReply
-from core.serving.calls.request import Client, Request
+from core.serving.calls.request import Client, NoReply, Request
 from core.serving.service import TrayService
 from core.serving.sessions.sessions import ClientSession
 from core.settings.config import load_config

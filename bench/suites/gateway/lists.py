@@ -112,9 +112,9 @@ def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
     LIST_SERVERS x LIST_TOOLS tools known; ``all`` and a one-tool profile."""
     from core.serving.aggregate.aggregate import Aggregate
     from core.serving.aggregate.aggregate_links import Link, Parent
-    from core.serving.calls.pipeline import NoReply, Pipeline
+    from core.serving.calls.pipeline import Pipeline
     from core.serving.calls.request import Client as SessionClient
-    from core.serving.calls.request import Request
+    from core.serving.calls.request import NoReply, Request
     from core.serving.sessions.sessions import ClientSession, SessionTable
     from core.settings.config import DEFAULT_MAX_BODY_BYTES, load_config
     from core.settings.paths import Paths
@@ -147,7 +147,7 @@ def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
         parent = Parent(session, profile, modern=False, on_lists=lambda parent, kind: None)
         client = SessionClient(session, modern=False)
         link_session = ClientSession(id=f"{profile}.{member}", server=member, kind="http")
-        parent.links[member] = Link(parent, member, link_session, pipeline.seat)
+        parent.links[member] = Link(parent, member, link_session, pipeline.seats.seat)
         samples = []
         for _ in range(calls):
             started = time.perf_counter()

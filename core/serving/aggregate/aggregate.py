@@ -63,9 +63,10 @@ from core.serving.aggregate.discovery import (
 )
 from core.serving.aggregate.profile_view import KINDS, ProfileView
 from core.serving.aggregate.view_cache import DISCOVERY_TOKENS, Listing, Views, server_info
-from core.serving.calls.pipeline import LIST_METHODS, NoReply, Pipeline, shared_version
+from core.serving.calls.answers import LIST_METHODS, shared_version
+from core.serving.calls.pipeline import Pipeline
 from core.serving.calls.placement import started
-from core.serving.calls.request import Request
+from core.serving.calls.request import NoReply, Request
 from core.serving.eras.identity import StatelessClients, WorkerView
 from core.serving.eras.stateless import (
     RESOURCE_SUBSCRIPTIONS,
@@ -220,7 +221,7 @@ class Aggregate:
             via=target(parent.profile),
         )
         session.release = lambda: self.pipeline.release(session)
-        link = parent.links[server] = Link(parent, server, session, self.pipeline.seat)
+        link = parent.links[server] = Link(parent, server, session, self.pipeline.seats.seat)
         # In the session table (its breaker, the Sessions tab); the parent has the registry row.
         self.sessions.open(session)
         if parent.level is not None:
@@ -314,7 +315,7 @@ class Aggregate:
         """The resources a parent's links are subscribed to, on every member."""
         uris: set[str] = set()
         for link in parent.links.values():
-            seat = self.pipeline.seat(link.session)
+            seat = self.pipeline.seats.seat(link.session)
             if seat is not None:
                 uris.update(u for u, who in seat.share.subscribers.items() if link.key in who)
         return sorted(uris)
@@ -473,7 +474,7 @@ class Aggregate:
             raise RpcError(INVALID_PARAMS, "logging/setLevel needs a string 'level'")
         parent.level = level
         for link in list(parent.links.values()):
-            seat = self.pipeline.seat(link.session)
+            seat = self.pipeline.seats.seat(link.session)
             if seat is not None:
                 with contextlib.suppress(CallError, RpcError):
                     await seat.share.set_level(link.key, level, Caller(session=link.key))
@@ -483,15 +484,17 @@ class Aggregate:
         """A new link hears the member's log lines at the level its client set."""
         seated = Request(link.client(request.client), "logging/setLevel", {}, NoReply(), None)
         with contextlib.suppress(CallError, RpcError):
-            server = await self.pipeline.server_for(seated, link)
-            await self.pipeline.share(server).set_level(link.key, level, Caller(session=link.key))
+            server = await self.pipeline.seats.server_for(seated, link)
+            await self.pipeline.seats.share(server).set_level(
+                link.key, level, Caller(session=link.key)
+            )
 
     async def roots_changed(self, parent: Parent) -> None:
         """A handshake-era client says its roots changed: each link learns them again."""
         parent.session.roots = None
         assert parent.client is not None
         for link in list(parent.links.values()):
-            await self.pipeline.roots_changed(link.client(parent.client), link)
+            await self.pipeline.seats.roots_changed(link.client(parent.client), link)
 
     async def listen(self, parent: Parent, request: Request) -> dict[str, Any]:
         """A 2026-07-28 client's ``subscriptions/listen``: list changes come from here,
@@ -510,7 +513,9 @@ class Aggregate:
             for uri, owner in owned:
                 link = await self.link(parent, owner, request)
                 routed = Request(link.client(request.client), request.method, {}, ctx, None)
-                share = self.pipeline.share(await self.pipeline.server_for(routed, link))
+                share = self.pipeline.seats.share(
+                    await self.pipeline.seats.server_for(routed, link)
+                )
                 # Resource updates only: list changes come once, from the aggregate.
                 member = Listener(link.key, f"{link.key}/listen/{ctx.request_id}", ctx, {})
                 share.join(member)

@@ -27,8 +27,8 @@ from typing import Any
 
 from core.protocol.http_session import HttpSession
 from core.serving.calls.fanout import LIST_CHANGED, Share
-from core.serving.calls.pipeline import Seat
 from core.serving.calls.request import Client, Reply
+from core.serving.calls.seats import Seat
 from core.serving.eras.stateless import Listener
 from core.serving.sessions.sessions import ClientSession
 

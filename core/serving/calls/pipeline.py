@@ -6,27 +6,25 @@ An era's adapter decodes a message once into a ``Request``
 1. **what mcp-tray answers itself**: ``initialize`` and ``server/discover``
    (from the child's last known capabilities, so a client can connect to a
    starting or parked server and learns the real reason on its first
-   request), ``ping``, the lists while their listing is known;
-2. **placement**: which child serves the client's session
-   (core.serving.calls.placement), once its roots are known where that decides;
+   request), ``ping``, the lists while their listing is known
+   (core.serving.calls.answers);
+2. **placement**: which child serves the client's session, where it is seated
+   (core.serving.calls.seats, core.serving.calls.placement), once its roots are
+   known where that decides;
 3. **the session breaker** (``guarded``, docs/design.md §3.5);
 4. **the call path** (``ManagedServer.request``, docs/design.md §3.3), or the share's
    version of a request that sets per-session state (subscriptions, the log
    level), with era translation where client and child differ
    (core.serving.calls.translate);
-5. **one encoder per era** for the answer.
+5. **one encoder per era** for the answer (core.serving.calls.answers).
 
-The session's seat (its child, the share it is a member of) lives here too,
-so a session moves between children (a workspace whose roots changed) in
-one place.
+The pipeline only routes a request through them: the seats, the answers and the
+translation are each their own module's.
 """
 
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from core import __version__
 from core.base.errors import (
     CallError,
     RpcError,
@@ -38,25 +36,17 @@ from core.base.errors import (
 from core.protocol.eras import (
     HEADER_MISMATCH,
     INPUT_REQUIRED,
-    INPUT_REQUIRED_METHODS,
-    LATEST_MODERN_VERSION,
-    MODERN_PROTOCOL_VERSIONS,
     REMOVED_IN_MODERN,
-    as_complete,
     param_header_problem,
 )
-from core.protocol.jsonrpc import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    LATEST_HANDSHAKE_VERSION,
-    METHOD_NOT_FOUND,
-)
+from core.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from core.serving.calls import answers
 from core.serving.calls.approvals import Approvals
-from core.serving.calls.fanout import CallMember, Member, Share
-from core.serving.calls.placement import Placement, started
-from core.serving.calls.request import Client, Request
-from core.serving.calls.roots import RootsQuestions, roots_in, roots_source
+from core.serving.calls.fanout import CallMember, Member
+from core.serving.calls.placement import started
+from core.serving.calls.request import Client, NoReply, Request
+from core.serving.calls.roots import RootsQuestions
+from core.serving.calls.seats import RootsNeeded, Seats
 from core.serving.calls.translate import Parking, encode, fulfil
 from core.serving.observe.call_journal import CallJournal, Watch, journaled
 from core.serving.sessions.sessions import ClientSession, SessionTable
@@ -64,15 +54,6 @@ from core.supervision.routing import Caller
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
 
-#: Lists served from the child's last listing.
-LIST_METHODS: Final = {
-    "tools/list": "tools",
-    "resources/list": "resources",
-    "resources/templates/list": "resourceTemplates",
-    "prompts/list": "prompts",
-}
-#: A server that never started is announced with this: tools only.
-DEFAULT_CAPABILITIES: Final = {"tools": {"listChanged": True}}
 #: Requests that set state a handshake-era child keeps per connection: the share keeps it per session.
 SHARE_METHODS: Final = frozenset(
     {"resources/subscribe", "resources/unsubscribe", "logging/setLevel"}
@@ -89,39 +70,6 @@ class Hooks(Protocol):
     def session_closed(self, session: ClientSession) -> None:
         """A session ended."""
         ...
-
-
-@dataclass
-class Seat:
-    """Where a client session sits: the child that serves it and its membership there."""
-
-    server: ManagedServer
-    share: Share
-    member: Member
-
-
-def shared_version(requested: object, child: str | None) -> str:
-    """The handshake version both the client and the child speak.
-
-    mcp-tray relays messages as they are, so it cannot speak a newer version
-    to a client than its child does; an older one the client asks for is
-    granted (servers keep speaking the versions before theirs).
-    """
-    ceiling = child if child in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
-    if isinstance(requested, str) and requested in HANDSHAKE_PROTOCOL_VERSIONS:
-        return min(requested, ceiling)
-    return ceiling
-
-
-def offered_capabilities(server: ManagedServer) -> dict[str, Any]:
-    """What a client is told the server offers: its own, with ``listChanged`` (mcp-tray
-    tells clients when a respawned server's lists change)."""
-    catalog = server.catalog
-    offered = dict(catalog.capabilities) if catalog.capabilities else dict(DEFAULT_CAPABILITIES)
-    for kind in ("tools", "resources", "prompts"):
-        if kind in offered:
-            offered[kind] = {**(offered[kind] or {}), "listChanged": True}
-    return offered
 
 
 async def guarded(
@@ -162,10 +110,6 @@ async def _never() -> dict[str, Any]:
     raise AssertionError("a tripped session's request is never sent")  # pragma: no cover
 
 
-class _RootsNeeded(Exception):
-    """A 2026-07-28 client must be asked for its roots before its request can be placed."""
-
-
 class Pipeline:
     def __init__(
         self,
@@ -178,10 +122,10 @@ class Pipeline:
         self.sessions = sessions
         self.hooks = hooks
         self.spawn = spawn
-        self.placement = Placement(supervisor, spawn, self._forget)
+        #: Where each session sits (core.serving.calls.seats).
+        self.seats = Seats(supervisor, spawn)
+        self.placement = self.seats.placement
         self.parking = Parking()
-        self._shares: dict[int, Share] = {}
-        self._seats: dict[str, Seat] = {}
         #: Roots questions put to 2026-07-28 clients, waiting for their retries.
         self.roots_questions = RootsQuestions()
         #: Calls held for the person, and held tools' calls refused (docs/design.md §3.14).
@@ -202,132 +146,9 @@ class Pipeline:
         self.approvals.forget_session(session.id)
         self.hooks.session_closed(session)
 
-    def share(self, server: ManagedServer) -> Share:
-        share = self._shares.get(id(server))
-        if share is None or share.server is not server:
-            share = self._shares[id(server)] = Share(server)
-        return share
-
-    def _forget(self, server: ManagedServer) -> None:
-        """A child made for sessions stopped: its share goes with it."""
-        self._shares.pop(id(server), None)
-
-    def seat(self, session: ClientSession) -> Seat | None:
-        return self._seats.get(session.id)
-
     def release(self, session: ClientSession) -> None:
-        """The session tripped or closed: it leaves its child, and a child made for it goes."""
-        seat = self._seats.pop(session.id, None)
-        if seat is not None:
-            self._leave(seat)
-
-    def _leave(self, seat: Seat) -> None:
-        seat.share.leave(seat.member, self.spawn)
-        server = seat.server
-        placement = self.placement
-        others = [s for s in self._seats.values() if s is not seat and s.server is server]
-        if placement.made(server) and not others:
-            placement.unused(server, lambda: any(s.server is server for s in self._seats.values()))
-
-    async def server_for(self, request: Request, member: Member) -> ManagedServer:
-        """The child that serves this request's session (seated there from now on)."""
-        client = request.client
-        session = client.session
-        base = self.placement.base(session.server)
-        seat = self._seats.get(session.id)
-        sharing = base.sharing
-        roots = None
-        source = None
-        # A pinned shared server that asks: its session's roots are known before it is owed
-        # them (not at initialize, which has no stream to ask on).
-        if sharing != "shared" or (base.asks_roots and request.method != "initialize"):
-            try:
-                roots = await self._roots(request)
-            except _RootsNeeded:
-                if request.method in INPUT_REQUIRED_METHODS:
-                    raise
-                # Only these may answer input_required: the rest is the entry's own child's.
-                return base
-            if sharing != "shared":
-                source = roots_source(session if sharing == "per-session" else tuple(roots))
-        server = await self.placement.child(
-            base,
-            session=session.id,
-            modern=client.modern,
-            askable=client.askable,
-            roots=[str(root.get("uri")) for root in roots or ()],
-            roots_source=source,
-        )
-        if seat is not None and seat.server is server:
-            return server
-        if seat is not None:
-            self._leave(seat)
-        share = self.share(server)
-        self._seats[session.id] = Seat(server, share, member)
-        share.join(member, _Attached(self, client))
-        return server
-
-    def _stays(self, seat: Seat, client: Client) -> bool:
-        """A shared entry's own child keeps serving its session: nothing to decide."""
-        server = seat.server
-        return (
-            server.sharing == "shared"
-            and self.supervisor.servers.get(client.session.server) is server
-            and (client.modern or not self.placement.wants_own_era(server, False, client.askable))
-        )
-
-    # ------------------------------------------------------------- roots
-
-    async def _roots(self, request: Request) -> tuple[dict[str, Any], ...]:
-        """The client's roots: asked once per session (and again after it says they changed)."""
-        client = request.client
-        session = client.session
-        if session.roots is not None:
-            return session.roots
-        if "roots" not in client.capabilities:
-            session.roots = ()
-            return session.roots
-        if client.modern:
-            raise _RootsNeeded
-        ask = request.ask or client.ask
-        if ask is None:
-            return ()
-        answer = await ask("roots/list", None)
-        session.roots = roots_in(answer)
-        return session.roots
-
-    async def roots_changed(self, client: Client, member: Member) -> None:
-        """The client says its roots changed (a handshake-era ``roots/list_changed``)."""
-        session = client.session
-        seat = self._seats.get(session.id)
-        if seat is None:
-            session.roots = None  # asked again when they matter
-            return
-        server = seat.server
-        if server.config.sharing == "shared":
-            session.roots = None  # what it says when it is next asked
-            # The child asks for roots outside any call: only its one session can answer.
-            if server.routing.attached == [member.key]:
-                await server.notify_upstream("notifications/roots/list_changed", None)
-            return
-        # Asking the client now would wait on the very client that waits for this
-        # notification to be taken: the session learns its roots right after.
-        self.spawn(self._relearn_roots(client, member, seat))
-
-    async def _relearn_roots(self, client: Client, member: Member, seat: Seat) -> None:
-        session = client.session
-        session.roots = None
-        if client.ask is not None:
-            with contextlib.suppress(RpcError):
-                session.roots = roots_in(await client.ask("roots/list", None))
-        server = seat.server
-        if server.config.sharing == "per-workspace":
-            if session.roots is not None:
-                request = Request(client, "roots/list", {}, NoReply(), None)
-                await self.server_for(request, member)  # the matching workspace's child
-            return
-        # Its own child asks again, and is answered from the session's new roots.
-        await server.notify_upstream("notifications/roots/list_changed", None)
+        """The session tripped or closed: it leaves its seat (what a ``SessionHost`` does)."""
+        self.seats.release(session)
 
     # ------------------------------------------------------------ answers
 
@@ -339,43 +160,16 @@ class Pipeline:
         server = base
         if base.sharing == "shared":
             request = Request(client, "initialize", {}, NoReply(), None)
-            server = await self.server_for(request, member)  # it hears list_changed from now on
-        catalog = server.catalog
-        info = dict(catalog.server_info) or {"name": base.name, "version": "unknown"}
-        info.setdefault("title", f"{base.name} (via mcp-tray {__version__})")
-        result: dict[str, Any] = {
-            "protocolVersion": shared_version(requested, catalog.version),
-            "capabilities": offered_capabilities(server),
-            "serverInfo": info,
-        }
-        if catalog.instructions:
-            result["instructions"] = catalog.instructions
-        return result
+            server = await self.seats.server_for(
+                request, member
+            )  # it hears list_changed from now on
+        return answers.hello(base, server, requested)
 
     async def discover(self, name: str) -> dict[str, Any]:
-        """``server/discover``: the child's own answer where it gave one.
-
-        Where it must differ: ``supportedVersions`` says what mcp-tray serves
-        in this era; for a handshake-era child everything else is built from
-        its ``initialize`` answer (its capabilities, with ``listChanged``,
-        which mcp-tray delivers on ``subscriptions/listen``), with caching
-        hints that keep nothing (a respawn may change what it offers).
-        """
+        """``server/discover``: the child's own answer where it gave one."""
         server = self.placement.base(name)
         await started(server)
-        catalog = server.catalog
-        if catalog.modern and catalog.discover:
-            result = dict(catalog.discover)
-            result["supportedVersions"] = list(MODERN_PROTOCOL_VERSIONS)
-            return result
-        result = {
-            "supportedVersions": [LATEST_MODERN_VERSION],
-            "capabilities": offered_capabilities(server),
-        }
-        if catalog.instructions:
-            result["instructions"] = catalog.instructions
-        info = catalog.server_info or {"name": server.name, "version": "unknown"}
-        return as_complete(result, "server/discover", info)
+        return answers.discovered(server)
 
     async def handle(self, request: Request, member: Member) -> dict[str, Any]:
         """One request, answered in its client's era."""
@@ -397,14 +191,14 @@ class Pipeline:
                 client.session, client.modern, base.name, method, request.params, "breaker", ""
             )
             return encode(refused, method, client.modern, base.catalog)
-        seat = self._seats.get(client.session.id)
+        seat = self.seats.seat(client.session)
         try:
             server = (
                 seat.server
-                if seat is not None and self._stays(seat, client)
-                else await self.server_for(request, member)
+                if seat is not None and self.seats.stays(seat, client)
+                else await self.seats.server_for(request, member)
             )
-        except _RootsNeeded:
+        except RootsNeeded:
             base = self.placement.base(client.session.server)
             return self.roots_questions.ask(client.session, base.catalog)
         except TooManyChildren as refused:
@@ -413,13 +207,10 @@ class Pipeline:
             answer = await guarded(self.sessions, client.session, method, _raising(refused))
             return encode(answer, method, client.modern, base.catalog)
         catalog = server.catalog
-        if method in LIST_METHODS and not request.params.get("cursor") and catalog.known:
+        lists = answers.listed(catalog, method, request.params, client.modern)
+        if lists is not None:
             client.session.requests += 1
-            kind = LIST_METHODS[method]
-            listed = {kind: list(catalog.lists.get(kind, []))}
-            if client.modern:
-                return as_complete(listed, method, catalog.server_info, catalog.hints.get(kind))
-            return listed
+            return lists
         watch = self.journal.watch(
             client.session, client.modern, server.name, method, request.params
         )
@@ -441,15 +232,12 @@ class Pipeline:
             method,
             lambda: journaled(watch, lambda: self._send(request, server, watch)),
         )
-        if method == "tools/list" and isinstance(result.get("tools"), list):
-            # Relayed from the child (a page, or before it listed): held tools stay out.
-            result = {**result, "tools": server.catalog.screened(result["tools"])}
-        return encode(result, method, client.modern, server.catalog)
+        return answers.answered(result, method, client.modern, server.catalog)
 
     def caller(self, request: Request, server: ManagedServer, watch: Watch | None = None) -> Caller:
         """Who the request is for, as the call path takes it."""
         client = request.client
-        seat = self._seats.get(client.session.id)
+        seat = self.seats.seat(client.session)
         level = client.log_level
         if not client.modern and seat is not None:
             level = seat.share.levels.get(seat.member.key)
@@ -478,7 +266,7 @@ class Pipeline:
                 result = await fulfil(server, method, params, result, caller)
             return result
         # No session stream: the call's own stream carries its log lines.
-        share = self.share(server)
+        share = self.seats.share(server)
         member = CallMember(client.session.id, request.reply.related, client.log_level)
         share.join(member)
         try:
@@ -499,7 +287,8 @@ class Pipeline:
     async def _share_request(
         self, request: Request, server: ManagedServer, caller: Caller
     ) -> dict[str, Any]:
-        seat = self._seats[request.client.session.id]
+        seat = self.seats.seat(request.client.session)
+        assert seat is not None  # a SHARE_METHODS request was placed, so its session is seated
         key = seat.member.key
         params = request.params
         if request.method == "logging/setLevel":
@@ -539,45 +328,6 @@ class Pipeline:
 
         result = await journaled(watch, call)
         return encode(result, "tools/call", False, server.catalog)
-
-
-class _Attached:
-    """A seated session, as the router asks it things outside any call."""
-
-    def __init__(self, pipeline: Pipeline, client: Client) -> None:
-        self._pipeline = pipeline
-        self._client = client
-
-    async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        ask = self._client.ask
-        if ask is None:
-            raise RpcError(
-                METHOD_NOT_FOUND,
-                f"{method!r}: the only client session of this server speaks MCP 2026-07-28, "
-                "which can be asked things only within its own requests",
-            )
-        return await ask(method, params)
-
-    async def roots(self) -> dict[str, Any]:
-        """What the client said (it says when they change), else asked now."""
-        session = self._client.session
-        if session.roots is not None:
-            return {"roots": [dict(root) for root in session.roots]}
-        answer = await self.ask("roots/list", None)
-        session.roots = roots_in(answer)
-        return answer
-
-
-class NoReply:
-    """The reply of a request of mcp-tray's own making (a seat to find): nothing rides it."""
-
-    progress_token = None
-
-    def related(self, message: dict[str, Any]) -> None:
-        pass
-
-    async def progress(self, params: Mapping[str, Any]) -> None:
-        pass
 
 
 def _check_param_headers(tool: Mapping[str, Any] | None, request: Request) -> None:

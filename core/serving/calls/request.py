@@ -111,3 +111,15 @@ class Request:
     #: Its HTTP headers mirror its params (False: a discovery profile's ``call_tool``, whose
     #: headers were made for the meta-tool's own arguments).
     mirrored: bool = True
+
+
+class NoReply:
+    """The reply of a request of mcp-tray's own making (a seat to find): nothing rides it."""
+
+    progress_token = None
+
+    def related(self, message: dict[str, Any]) -> None:
+        pass
+
+    async def progress(self, params: Mapping[str, Any]) -> None:
+        pass

@@ -19,8 +19,8 @@ from core.base.errors import CallError, RpcError
 from core.protocol.headers import CLIENT_HEADER, WORKER_HEADER
 from core.protocol.http_session import HttpSession, RequestContext
 from core.serving.calls.fanout import Share
-from core.serving.calls.pipeline import SHARE_METHODS, NoReply, Pipeline
-from core.serving.calls.request import Client, Request
+from core.serving.calls.pipeline import SHARE_METHODS, Pipeline
+from core.serving.calls.request import Client, NoReply, Request
 from core.serving.sessions.session_rows import SavedSession
 from core.serving.sessions.session_store import SessionStore
 from core.serving.sessions.sessions import ClientSession
@@ -154,8 +154,8 @@ class HandshakeSession:
         """Seat the session again, and set its subscriptions and level as they were."""
         with contextlib.suppress(RpcError, CallError):
             request = Request(self.client, "initialize", {}, NoReply(), None)
-            server = await self.pipeline.server_for(request, self)
-            share = self.pipeline.share(server)
+            server = await self.pipeline.seats.server_for(request, self)
+            share = self.pipeline.seats.share(server)
             caller = Caller(session=self.session.id)
             for uri in saved.subscriptions:
                 await share.subscribe(self.key, uri, caller)
@@ -165,7 +165,7 @@ class HandshakeSession:
 
     def _save(self, version: object = None) -> None:
         """What this session needs to go on in the next tray."""
-        seat = self.pipeline.seat(self.session)
+        seat = self.pipeline.seats.seat(self.session)
         share = seat.share if seat is not None else None
         subscriptions = [
             uri for uri, who in (share.subscribers if share else {}).items() if self.key in who
@@ -200,7 +200,7 @@ class HandshakeSession:
     @property
     def exclusive(self) -> bool:
         """This session has its child to itself (per-session sharing)."""
-        seat = self.pipeline.seat(self.client.session)
+        seat = self.pipeline.seats.seat(self.client.session)
         return seat is not None and seat.server.config.sharing == "per-session"
 
     def log_level(self, share: Share) -> str | None:
@@ -234,7 +234,7 @@ class HandshakeSession:
 
     async def on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/roots/list_changed":
-            await self.pipeline.roots_changed(self.client, self)
+            await self.pipeline.seats.roots_changed(self.client, self)
 
     async def on_request(
         self, ctx: RequestContext, method: str, params: Mapping[str, Any] | None

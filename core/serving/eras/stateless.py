@@ -99,8 +99,8 @@ class StatelessEndpoint:
         if subscribed:
             honoured[RESOURCE_SUBSCRIPTIONS] = subscribed
         pipeline = self.pipeline
-        server = await pipeline.server_for(request, seated)
-        share = pipeline.share(server)
+        server = await pipeline.seats.server_for(request, seated)
+        share = pipeline.seats.share(server)
         session = request.client.session.id
         listener = Listener(session, f"{session}/listen/{ctx.request_id}", ctx, honoured)
         share.join(listener)
