@@ -41,11 +41,7 @@ from starlette.types import Receive, Scope, Send
 from core.base.errors import CallError, RpcError, shown
 from core.base.snapshot import Event, EventKind, ProfileSnapshot
 from core.base.states import ServerState
-from core.protocol.eras import (
-    MODERN_PROTOCOL_VERSIONS,
-    REMOVED_IN_MODERN,
-    as_complete,
-)
+from core.protocol.eras import MODERN_PROTOCOL_VERSIONS, REMOVED_IN_MODERN, as_complete
 from core.protocol.http_session import HttpSession
 from core.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from core.protocol.stateless import StatelessContext
@@ -76,13 +72,7 @@ from core.serving.eras.stateless import (
 )
 from core.serving.sessions.session_store import SessionStore
 from core.serving.sessions.sessions import ClientSession, SessionTable
-from core.settings.profiles import (
-    ALL_PROFILE,
-    endpoint_path,
-    find_profile,
-    profile_name,
-    target,
-)
+from core.settings.profiles import ALL_PROFILE, endpoint_path, find_profile, profile_name, target
 from core.supervision.routing import Caller
 
 logger = logging.getLogger(__name__)
