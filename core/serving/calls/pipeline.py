@@ -46,7 +46,7 @@ from core.serving.calls.fanout import CallMember, Member
 from core.serving.calls.placement import started
 from core.serving.calls.request import Client, NoReply, Request
 from core.serving.calls.roots import RootsQuestions
-from core.serving.calls.seats import RootsNeeded, Seats
+from core.serving.calls.seats import Seats, _RootsNeeded
 from core.serving.calls.translate import Parking, encode, fulfil
 from core.serving.observe.call_journal import CallJournal, Watch, journaled
 from core.serving.sessions.sessions import ClientSession, SessionTable
@@ -198,7 +198,7 @@ class Pipeline:
                 if seat is not None and self.seats.stays(seat, client)
                 else await self.seats.server_for(request, member)
             )
-        except RootsNeeded:
+        except _RootsNeeded:
             base = self.placement.base(client.session.server)
             return self.roots_questions.ask(client.session, base.catalog)
         except TooManyChildren as refused:

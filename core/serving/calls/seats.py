@@ -36,8 +36,12 @@ class Seat:
     member: Member
 
 
-class RootsNeeded(Exception):
-    """A 2026-07-28 client must be asked for its roots before its request can be placed."""
+class _RootsNeeded(Exception):
+    """A 2026-07-28 client must be asked for its roots before its request can be placed.
+
+    Private to serving.calls, hence outside core.base.errors' tree: the pipeline turns it
+    into the question to the client, and it never leaves the pipeline.
+    """
 
 
 class Seats:
@@ -91,7 +95,7 @@ class Seats:
         if sharing != "shared" or (base.asks_roots and request.method != "initialize"):
             try:
                 roots = await self._roots(request)
-            except RootsNeeded:
+            except _RootsNeeded:
                 if request.method in INPUT_REQUIRED_METHODS:
                     raise
                 # Only these may answer input_required: the rest is the entry's own child's.
@@ -136,7 +140,7 @@ class Seats:
             session.roots = ()
             return session.roots
         if client.modern:
-            raise RootsNeeded
+            raise _RootsNeeded
         ask = request.ask or client.ask
         if ask is None:
             return ()
