@@ -33,7 +33,7 @@ from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server
-from tests.gateway_support import REPO, http_client
+from tests.support.gateway_support import REPO, http_client
 
 DEMO = REPO / "resources" / "demo"
 CALL_SECONDS = 30
