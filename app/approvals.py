@@ -8,7 +8,7 @@ The buttons answer: Allow once, Allow for this session, Always allow, Deny
 (a changed tool takes only Approve change). The "Always allowed" list below
 takes a Revoke.
 
-The tab is the held calls' asker (core.serving.approvals): a held call, on
+The tab is the held calls' asker (core.serving.calls.approvals): a held call, on
 core's loop, starts ``prompt`` on the GUI loop (``run_coroutine_threadsafe``)
 and awaits it (``wrap_future``); the person's click is the prompt's answer,
 which core applies as it would the CLI's. Where no prompt waits (a changed

@@ -26,8 +26,8 @@ from typing import Any, Final, TypeVar
 from PySide6.QtCore import QObject, Signal
 
 from core.base.snapshot import AlertKind, Event, EventKind, TraySnapshot
-from core.serving.activity import Series
 from core.serving.core_thread import CoreThread
+from core.serving.observe.activity import Series
 
 #: How long events are gathered before views hear of them.
 COALESCE_MS: Final = 50

@@ -31,7 +31,7 @@ from core.base.snapshot import (
     WorkerSnapshot,
 )
 from core.registry.identity import client_display_name
-from core.serving.activity import Series
+from core.serving.observe.activity import Series
 from core.supervision.offer import ToolRow
 
 #: A frozen snapshot dataclass (or ``ServerRow``): models read its fields.

@@ -1,6 +1,6 @@
 """Sparklines of a server's recent calls, failures and restarts, painted with QPainter.
 
-One bar per bucket of the activity history (core.serving.activity), scaled
+One bar per bucket of the activity history (core.serving.observe.activity), scaled
 to the busiest bucket of that row: calls in blue with the failed part in
 red at its foot, a restart as a thin full-height mark (amber when a crash
 caused it, grey when a person or a config edit did). A quiet server is a
@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.models import SERIES_ROLE
-from core.serving.activity import Series
+from core.serving.observe.activity import Series
 
 CALLS: Final = QColor("#3b7dd8")
 FAILURES: Final = QColor("#d23030")

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.models import SampledUsage
 from core.base.snapshot import ResourceUsage
-from core.serving.process_stats import SAMPLE_INTERVAL_SECONDS, ProcessStats
+from core.serving.observe.process_stats import SAMPLE_INTERVAL_SECONDS, ProcessStats
 
 #: How often figures refresh while the window shows (core's own cadence).
 SAMPLE_MS: Final = int(SAMPLE_INTERVAL_SECONDS * 1000)

@@ -43,12 +43,11 @@ import httpx2
 
 from core.base.states import ServerState
 from core.protocol.jsonrpc import dumps
-from core.serving.aggregate_links import Parent
-from core.serving.pipeline import NoReply
-from core.serving.profile_view import build_view
-from core.serving.request import Client, Request
+from core.serving.aggregate.aggregate_links import Parent
+from core.serving.aggregate.profile_view import build_view
+from core.serving.calls.request import Client, NoReply, Request
 from core.serving.service import TrayService
-from core.serving.sessions import ClientSession
+from core.serving.sessions.sessions import ClientSession
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 from core.settings.profiles import EVERYTHING

@@ -23,9 +23,9 @@ from typing import Any
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.serving.session_file import SESSIONS_FILE, SessionFiles
-from core.serving.session_rows import SavedSession
-from core.serving.session_store import SessionStore
+from core.serving.sessions.session_file import SESSIONS_FILE, SessionFiles
+from core.serving.sessions.session_rows import SavedSession
+from core.serving.sessions.session_store import SessionStore
 
 
 def row(number: int, now: float) -> dict[str, Any]:

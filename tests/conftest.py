@@ -26,17 +26,18 @@ from core.supervision.child import ChildProcess, Spawner, StopTiming
 from core.supervision.run import Timing
 from core.supervision.server import ManagedServer
 from core.supervision.supervisor import Supervisor
-from tests.fakes import FakeClock
+from tests.support import paths
+from tests.support.fakes import FakeClock
 
-pytest_plugins = ["tests.gateway_support"]
+pytest_plugins = ["tests.support.gateway_support"]
 
 #: Test modules about POSIX process groups and signals, not collected on Windows
 #: (the Windows job object has its own semantics, type-checked only; docs/platforms.md).
-POSIX_ONLY = ["test_stop_contract.py", "test_seams.py"]
+POSIX_ONLY = ["supervision/test_stop_contract.py", "supervision/test_seams.py"]
 if sys.platform == "win32":
     collect_ignore = POSIX_ONLY
 
-SERVERS = Path(__file__).parent / "servers"
+SERVERS = paths.SERVERS
 ECHO = SERVERS / "echo.py"
 CRASH_AT_START = SERVERS / "crash_at_start.py"
 GRANDCHILD = SERVERS / "grandchild.py"
@@ -294,7 +295,7 @@ def logged_tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
 def headless(tmp_path: Path) -> Iterator[Any]:
     """Start ``mcp-tray run --headless`` subprocesses (a config, a home); all stopped after."""
     from core.supervision.sweep import sweep_leftovers
-    from tests.cli_support import Headless  # it imports this module
+    from tests.support.cli_support import Headless  # it imports this module
 
     started: list[Headless] = []
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import paths
+
+ROOT = paths.REPO
 BINARY_SUFFIXES = {".png", ".ico", ".icns"}
 
 

@@ -6,9 +6,10 @@ loads PySide6) can hide a violation.
 
 import subprocess
 import sys
-from pathlib import Path
 
-CORE = Path(__file__).resolve().parent.parent / "core"
+from tests.support import paths
+
+CORE = paths.REPO / "core"
 
 
 def test_importing_every_core_module_loads_no_qt() -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from bench.harness import records as results
+from tests.support import paths
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = paths.REPO
 
 
 MEASURED = REPO / "docs" / "measured.md"

@@ -34,8 +34,9 @@ from packaging.requirements import Requirement
 from core.cli.launcher import GUI_SCRIPT
 from core.settings.config import load_config
 from core.settings.paths import default_paths
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.REPO
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 DEMO = ROOT / "resources" / "demo"
 NOTES_SERVER = DEMO / "notes_server.py"

@@ -11,9 +11,10 @@ darwin`` and ``--platform win32``). The second test proves the check bites.
 """
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import paths
+
+ROOT = paths.REPO
 PLATFORM = ROOT / "core" / "platform"
 
 #: Modules that exist, or behave, on some of the three OSes only.

@@ -17,7 +17,9 @@ import tomllib
 from pathlib import Path
 from typing import Final
 
-REPO: Final = Path(__file__).resolve().parents[1]
+from tests.support import paths
+
+REPO: Final = paths.REPO
 DESIGN: Final = REPO / "docs" / "design.md"
 #: What a fresh clone holds that is text the project wrote.
 FOLDERS: Final = ("app", "core", "tests", "bench", "docs", "packaging", "resources", ".github")
@@ -251,12 +253,13 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 
 def test_no_test_module_imports_another() -> None:
-    """Helpers shared by tests live in support modules (tests/*_support.py, conftest),
+    """Helpers shared by tests (and by the benches) live in tests/support/ and conftest,
     so a test file can move or go without breaking another."""
     importing = re.compile(r"^\s*(?:from|import)\s+tests(?:\.\w+)*\.test_\w+", re.MULTILINE)
     offenders = [
         str(path.relative_to(REPO))
-        for path in (REPO / "tests").rglob("*.py")
+        for folder in ("tests", "bench")
+        for path in (REPO / folder).rglob("*.py")
         if importing.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []

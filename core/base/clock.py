@@ -2,7 +2,7 @@
 
 Budgets, breakers, backoffs, respawn windows and heartbeats read time through
 a ``Clock`` so tests can move it by hand: no test sleeps to reach a TTL or a
-cooldown. The fakes live in tests/fakes.py: ``FakeClock.sleep`` only
+cooldown. The fakes live in tests/support/fakes.py: ``FakeClock.sleep`` only
 returns when a test advances the clock past its deadline, the way trio's
 MockClock without autojump behaves.
 """

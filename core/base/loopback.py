@@ -1,6 +1,6 @@
 """The names and addresses that mean this machine: the one list of them.
 
-The gateway's guard judges Host and Origin headers by it (core.serving.api),
+The gateway's guard judges Host and Origin headers by it (core.serving.http.api),
 and ``client-config --install`` tells mcp-tray's own HTTP entries from the
 user's by it (core.cli.install). Written as a Host header writes them, an
 IPv6 address in brackets.

@@ -1,6 +1,6 @@
 """What oversight decided about one call, as plain data (docs/design.md §3.14).
 
-core.serving.approvals makes one for every ``tools/call`` an ``approve``
+core.serving.calls.approvals makes one for every ``tools/call`` an ``approve``
 rule or a held tool concerns; the pipeline puts it on the request
 (``Request.verdict``), where the call journal reads its outcome:
 ``allowed``, ``refused`` (by ``tool-change``), ``denied`` or ``timeout``

@@ -63,7 +63,7 @@ def client_snippet(
                     f"{spec.label}'s config launches stdio servers only: use --bridge (the default)"
                 )
             path = spec.http_path.format(name=name)
-            # The identity header names the client in the tray's Sessions (core.serving.identity).
+            # The identity header names the client in the tray's Sessions (core.serving.eras.identity).
             headers = {"Authorization": f"Bearer {token}", IDENTITY_HEADER: spec.registered_as}
             entry = {spec.url_key: http_url + path, spec.headers_key: headers}
             if spec.entry_types is not None:

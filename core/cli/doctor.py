@@ -130,7 +130,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
 
 def _express_lane_note() -> Row:
     """Whether plain calls can take the gateway's express lane with this uvicorn."""
-    from core.serving.http_guard import lane_hook_missing
+    from core.serving.http.http_guard import lane_hook_missing
 
     missing = lane_hook_missing()
     text = (

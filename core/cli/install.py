@@ -7,7 +7,7 @@ in conflict, and which client to restart. ``apply_install`` writes it. Both
 tray's "Connect a client…" dialog are thin faces of these two functions; the
 entries themselves come from ``core.cli.clients.client_snippet``.
 
-The rules (tests/test_install.py checks each):
+The rules (tests/cli/test_install.py checks each):
 
 - Merge by server name. Every other key and every other server of the file is
   kept byte for byte: the entries are spliced into the file's own text rather

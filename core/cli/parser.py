@@ -23,10 +23,10 @@ from core.settings.config import valid_server_name
 #: pins the two together) plus a few seconds for the stop contract.
 SETTLE_SECONDS: Final = 65.0
 #: The longest ``call --timeout`` and ``--wait``: the API's own ceiling for a
-#: call (core.serving.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
+#: call (core.serving.http.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
 #: load starlette into every CLI call; a test pins the two together).
 MAX_SECONDS: Final = 86400.0
-#: The shortest call timeout (core.serving.api.MIN_CALL_TIMEOUT_SECONDS).
+#: The shortest call timeout (core.serving.http.api.MIN_CALL_TIMEOUT_SECONDS).
 MIN_SECONDS: Final = 0.001
 
 

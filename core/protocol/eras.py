@@ -10,7 +10,7 @@ client (sampling, elicitation, roots) answers ``input_required`` with
 back when it retries with ``inputResponses`` (multi round-trip requests).
 
 mcp-tray speaks both on both sides, chosen per client request and per
-child. The names here are the spec's (tests/test_jsonrpc.py keeps them equal
+child. The names here are the spec's (tests/protocol/test_jsonrpc.py keeps them equal
 to the SDK's); the helpers rewrite a message for the other era and leave
 everything else as it came.
 """

@@ -3,7 +3,7 @@
 Both relay raw dicts; errors in either direction are ``RpcError``. The few
 constants the MCP SDK also defines are kept here on purpose: importing the
 SDK (``mcp``, ``mcp_types``) costs a long-running tray ~30 MB of memory
-for names it can spell itself; tests/test_jsonrpc.py keeps them equal to
+for names it can spell itself; tests/protocol/test_jsonrpc.py keeps them equal to
 the SDK's.
 """
 

@@ -247,7 +247,7 @@ class StreamableHttp:
     async def serve_request(
         self, session: HttpSession, message: dict[str, Any], seq: int | None, send: Send
     ) -> None:
-        """One request of an open session, already read and checked (core.serving.express
+        """One request of an open session, already read and checked (core.serving.http.express
         makes sure the checks of ``handle`` would have let it through)."""
         try:
             await self._one_request(session, message, seq, send)

@@ -18,7 +18,7 @@ surface alike: the first three are warnings, the last is advice.
 them in a thread (the tray's timer: ``WorkerWatch.run_doctor``). Values of
 env variables are never echoed: they may be secrets and do not help the fix.
 
-Tested in tests/test_envdiag.py with plain dicts and real child processes.
+Tested in tests/registry/test_envdiag.py with plain dicts and real child processes.
 """
 
 import difflib

@@ -17,7 +17,7 @@ thread with it and the dead worker still expires on the normal TTL.
 Time is injected twice: ``wall_clock`` stamps the beats, and the thread
 waits out each interval through a ``Ticker`` (``EventTicker``: real time).
 Tests call ``beat_once`` on a fake wall clock, and run the real thread on a
-manual ticker, so no test waits for an interval. See tests/test_heartbeat.py.
+manual ticker, so no test waits for an interval. See tests/registry/test_heartbeat.py.
 """
 
 import atexit

@@ -7,7 +7,7 @@ known spelling of one application to one canonical name, so two namespaces
 of one product are one client while distinct products stay distinct. Claude
 Desktop and Claude Code are different applications and never share a name.
 
-Stdlib only; no I/O. Tested in tests/test_identity.py.
+Stdlib only; no I/O. Tested in tests/registry/test_identity.py.
 """
 
 import hashlib

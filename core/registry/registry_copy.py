@@ -14,7 +14,7 @@ a read of the file, and so that one row changing costs one row's work:
 
 Each change publishes a ``workers`` event (a row came, went, or changed
 other than its age) or a ``sessions`` event (a verdict changed). Tested in
-tests/test_worker_watch_scale.py and tests/test_registry_surfaces.py.
+tests/registry/test_worker_watch_scale.py and tests/registry/test_registry_surfaces.py.
 """
 
 from collections.abc import Callable, Iterable, Mapping

@@ -8,7 +8,7 @@ registry's own rule) and turns the verdict into what the Sessions tab shows:
 ``owned``, ``fenced`` or ``missing``, with one line of detail. Pure: no
 sqlite, so judging one claim costs the same with a thousand rows known as
 with one (only the pid probe of a row may ask the OS). Tested in
-tests/test_registry_surfaces.py.
+tests/registry/test_registry_surfaces.py.
 """
 
 from collections.abc import Iterable, Mapping

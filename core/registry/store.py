@@ -20,8 +20,8 @@ supervisor) counts it and tries again.
 
 The API is synchronous and thread-safe (one connection behind a lock); the
 async core calls it through ``asyncio.to_thread``. Every method takes
-``now`` so tests drive time by hand. Tested in tests/test_registry.py and,
-across real processes, tests/test_registry_multiprocess.py.
+``now`` so tests drive time by hand. Tested in tests/registry/test_registry.py and,
+across real processes, tests/registry/test_registry_multiprocess.py.
 """
 
 import dataclasses

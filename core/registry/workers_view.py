@@ -10,7 +10,7 @@ Call these (and nothing below them) from the surfaces:
   fresh).
 
 ``worker_rows`` reads sqlite and may probe pids: call it off the event loop.
-Tested in tests/test_registry.py and tests/test_envdiag.py.
+Tested in tests/registry/test_registry.py and tests/registry/test_envdiag.py.
 """
 
 from collections.abc import Iterable, Sequence

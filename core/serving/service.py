@@ -34,14 +34,12 @@ from core.platform.sockets import apply_listening_options
 from core.registry.journal import JOURNAL_FILE, CallQuery, JournalStore, JournalWriter
 from core.registry.journal_rows import CallRecord
 from core.registry.worker_watch import WorkerWatch
-from core.serving.activity import attach as attach_activity
-from core.serving.api import build_app, control_routes
-from core.serving.approvals import Approvals
-from core.serving.call_journal import keyring_values
+from core.serving.calls.approvals import Approvals
 from core.serving.config_watch import ConfigWatcher
-from core.serving.express import Express
-from core.serving.gateway import Gateway
-from core.serving.http_guard import (
+from core.serving.http.api import build_app, control_routes
+from core.serving.http.express import Express
+from core.serving.http.gateway import Gateway
+from core.serving.http.http_guard import (
     ACCEPTS_PER_WAKEUP,
     LISTEN_BACKLOG,
     AcceptErrorThrottle,
@@ -51,11 +49,13 @@ from core.serving.http_guard import (
     guarded_protocol,
     lane_hook_missing,
 )
-from core.serving.metrics import Metrics, SnapshotCollector
-from core.serving.process_stats import ProcessStats
-from core.serving.session_store import SESSIONS_FILE
-from core.serving.sessions import ClientSession, SessionTable
-from core.serving.telemetry import Telemetry, TelemetryUnavailable
+from core.serving.observe.activity import attach as attach_activity
+from core.serving.observe.call_journal import keyring_values
+from core.serving.observe.metrics import Metrics, SnapshotCollector
+from core.serving.observe.process_stats import ProcessStats
+from core.serving.observe.telemetry import Telemetry, TelemetryUnavailable
+from core.serving.sessions.session_store import SESSIONS_FILE
+from core.serving.sessions.sessions import ClientSession, SessionTable
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
 from core.settings.runtime import PORT_TAKEN_FAMILY, Instance, RuntimeInfo
@@ -134,7 +134,7 @@ class TrayService:
         )
         self.watcher = ConfigWatcher(self.supervisor, config.path)
         self.watcher.on_applied = self._telemetry_for
-        #: Every call through every door (core.serving.call_journal); written from ``start``.
+        #: Every call through every door (core.serving.observe.call_journal); written from ``start``.
         self.journal = self.gateway.pipeline.journal
         self.journal.pid_of = self._worker_pid
         self._journal_writer: JournalWriter | None = None
@@ -151,7 +151,7 @@ class TrayService:
         self.port_notice: str | None = None
         self.limits = limits or HttpLimits()
         self.connections: ConnectionGuard | None = None
-        #: The express lane's judge of plain calls (core.serving.express), kept for tests
+        #: The express lane's judge of plain calls (core.serving.http.express), kept for tests
         #: that compare it with the full path.
         self.express = Express(self.gateway, lambda: self.token)
         self._accept_errors: AcceptErrorThrottle | None = None
@@ -390,7 +390,7 @@ class TrayService:
     async def _serve(self, sock: socket.socket) -> None:
         routes = [
             *control_routes(self),
-            # Every enabled server at once (core.serving.aggregate).
+            # Every enabled server at once (core.serving.aggregate.aggregate).
             Route("/mcp", self.gateway),
             Route("/mcp/{server}", self.gateway),
             # The MCP Inspector rewrites any URL that does not end in /mcp.

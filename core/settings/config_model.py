@@ -123,7 +123,7 @@ class ServerConfig:
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
     sharing: Sharing = "shared"
     #: The entry says ``"sharing"`` itself: a shared server that asks for roots stays
-    #: shared (else it gets one child per workspace, core.serving.placement).
+    #: shared (else it gets one child per workspace, core.serving.calls.placement).
     sharing_pinned: bool = False
     #: "auto" (probe server/discover, fall back to initialize), "handshake" or "2026-07-28".
     protocol: str = "auto"
@@ -131,7 +131,7 @@ class ServerConfig:
     approve: tuple[str, ...] = ()
     #: A tool whose fingerprint changed: "hold" it for review, or "warn" and offer it.
     on_tool_change: ToolChangeMode = "hold"
-    #: Children made for sessions or workspaces (core.serving.placement) at once.
+    #: Children made for sessions or workspaces (core.serving.calls.placement) at once.
     max_children: int = DEFAULT_MAX_CHILDREN
     #: "on-demand": asleep (no child) until a request needs it, asleep again when idle.
     start: StartMode = "always"
@@ -179,7 +179,7 @@ class TrayConfig:
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     journal: JournalSettings = field(default_factory=JournalSettings)
-    #: Where spans of the calls go over OTLP/HTTP (None: no spans; core.serving.telemetry).
+    #: Where spans of the calls go over OTLP/HTTP (None: no spans; core.serving.observe.telemetry).
     otlp_endpoint: str | None = None
 
     @property

@@ -6,8 +6,8 @@ an order and filters their tools with globs over the prefixed names
 entry. A client reaches a profile as ``@NAME``: ``/mcp/@NAME`` (or
 ``/@NAME/mcp``) over HTTP, ``mcp-tray connect @NAME`` through the bridge;
 ``all`` also as plain ``/mcp``. This module holds the model and those
-names; core.serving.profile_view builds what a profile offers, and
-core.serving.aggregate serves it.
+names; core.serving.aggregate.profile_view builds what a profile offers, and
+core.serving.aggregate.aggregate serves it.
 """
 
 import re
@@ -28,7 +28,7 @@ NAME_SEPARATOR: Final = "__"
 PROFILE_APPROVE_WORDS: Final = ("destructive", "any")
 PROFILE_KEYS: Final = ("servers", "tools", "exclude", "approve", "discovery")
 #: How a profile offers its tools: ``full`` lists every one; ``search`` lists three
-#: meta-tools that find, describe and call them (core.serving.discovery).
+#: meta-tools that find, describe and call them (core.serving.aggregate.discovery).
 DISCOVERY_MODES: Final = ("full", "search")
 #: Profile names become URL paths (``/mcp/@NAME``), like server names.
 _PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -12,7 +12,7 @@ It is blind to the era of whoever asked: a request goes to the child in the
 child's own era (with the caller's envelope for a 2026-07-28 child, without
 one for a handshake-era child) and the child's answer comes back as it was.
 Turning that into the caller's era is the gateway's business
-(core.serving.translate), which calls back in here for every round.
+(core.serving.calls.translate), which calls back in here for every round.
 """
 
 import asyncio
@@ -144,7 +144,7 @@ class CallPath:
             if isinstance(exc, TransportFailure):
                 breaker.failure(str(exc), incident=exc.generation)
                 # Once the server breaker holds the incident, it is the server's,
-                # not the session's (core.serving.sessions does not count it)...
+                # not the session's (core.serving.sessions.sessions does not count it)...
                 # unless this call was inside the child that died: it may be
                 # what killed it, and a session repeating it is what the
                 # session breaker is for.

@@ -64,7 +64,7 @@ class Catalog:
         #: True once a handshake listed tools/resources/prompts at least once.
         self.known = False
         #: Moves at every handshake and listing: what is built on the catalog (a
-        #: profile's view, core.serving.profile_view) knows when to build again.
+        #: profile's view, core.serving.aggregate.profile_view) knows when to build again.
         self.revision = 0
 
     def adopt(self, handshake: Handshake) -> None:

@@ -59,7 +59,7 @@ ROOTS_CHANGED: Final = "notifications/roots/list_changed"
 
 
 class CallObserver(Protocol):
-    """Told what became of a forwarded request (the call journal, core.serving.call_journal)."""
+    """Told what became of a forwarded request (the call journal, core.serving.observe.call_journal)."""
 
     def attempt(self, generation: int, replay: bool) -> None:
         """It is sent to the child of ``generation``; ``replay``: again, after a crash."""

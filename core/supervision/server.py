@@ -104,7 +104,7 @@ class ManagedServer:
         #: Set the first time this shared server asked for roots (its notice).
         self.roots_warning: str | None = None
         #: It asked for roots: unless its entry pins ``"sharing": "shared"``, its
-        #: sessions get one child per workspace from then on (core.serving.placement).
+        #: sessions get one child per workspace from then on (core.serving.calls.placement).
         self.asks_roots = False
         self.calls_path = CallPath(self)
         self.listen = UpstreamListen(self)

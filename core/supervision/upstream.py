@@ -206,7 +206,7 @@ class Upstream:
                     "protocolVersion": PROTOCOL_VERSION,
                     # Declared so server->client requests can reach the gateway's
                     # clients; each is then passed on only to a client that declared
-                    # the same capability (core.serving.request.Client.may_be_asked).
+                    # the same capability (core.serving.calls.request.Client.may_be_asked).
                     "capabilities": dict(GATEWAY_CAPABILITIES),
                     "clientInfo": CLIENT_INFO,
                 },

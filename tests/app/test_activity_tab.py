@@ -18,8 +18,8 @@ from app.activity import ALL, ActivityModel, ActivityTab, duration_text
 from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
-from tests.cli_support import post_jsonrpc
 from tests.conftest import ECHO, python_server
+from tests.support.cli_support import post_jsonrpc
 
 
 class Client:

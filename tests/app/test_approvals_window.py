@@ -30,7 +30,7 @@ from core.serving.core_thread import CoreThread
 from tests.app import builders
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.conftest import SERVERS, python_server
-from tests.gateway_support import http_client, text
+from tests.support.gateway_support import http_client, text
 
 REVIEWED = SERVERS / "reviewed.py"
 

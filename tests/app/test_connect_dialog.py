@@ -4,7 +4,7 @@ Strategy: the dialog gets its inputs as arguments (server names, the real
 snippet builder, a tmp_path home), so it runs without a tray; its widgets
 are driven as a user would (combo, check boxes, radios, the Install button)
 with plain sync pytest-qt tests, and the files it writes are read back from
-disk. Fixture files are the ones tests/test_install.py uses.
+disk. Fixture files are the ones tests/cli/test_install.py uses.
 """
 
 import json
@@ -21,8 +21,9 @@ from pytestqt.qtbot import QtBot
 from app.connect_dialog import ConnectDialog, for_service
 from core.cli.install import BACKUP_INFIX, Entries, snippet_entries
 from core.cli.integrations import client_config_path
+from tests.support import paths
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "clients" / "install"
+FIXTURES = paths.FIXTURES / "clients" / "install"
 
 
 def make_entries(client: str, names: Sequence[str], http: bool) -> Entries:

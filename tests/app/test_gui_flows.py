@@ -33,7 +33,7 @@ from core.cli.integrations import client_config_path
 from core.serving.core_thread import CoreThread
 from tests.app.conftest import StartCore
 from tests.conftest import ECHO, SERVERS, python_server, wait_until
-from tests.gateway_support import http_client, text
+from tests.support.gateway_support import http_client, text
 
 REVIEWED = SERVERS / "reviewed.py"
 T = TypeVar("T")

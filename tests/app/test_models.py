@@ -28,7 +28,7 @@ from app.models import (
 from app.status import TrayColour
 from core.base.snapshot import ResourceUsage, WarningSnapshot, WorkerSnapshot
 from core.base.states import ServerState
-from core.serving.activity import Restart, Series
+from core.serving.observe.activity import Restart, Series
 from core.supervision.offer import ToolRow
 from tests.app.builders import server, session
 

@@ -22,7 +22,7 @@ from app.sparkline import (
     paint_series,
 )
 from core.base.states import ServerState
-from core.serving.activity import Restart, Series
+from core.serving.observe.activity import Restart, Series
 from tests.app.builders import server
 
 WIDTH, HEIGHT = 60, 20

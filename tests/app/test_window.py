@@ -28,12 +28,12 @@ from app.window import MainWindow
 from core.base.errors import McpTrayError
 from core.base.snapshot import ResourceUsage, WarningSnapshot
 from core.base.states import ServerState
+from core.serving.aggregate.view_cache import DISCOVERY_TOKENS
 from core.serving.core_thread import CoreThread
-from core.serving.view_cache import DISCOVERY_TOKENS
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server
-from tests.gateway_support import REPO, http_client
+from tests.support.gateway_support import REPO, http_client
 
 DEMO = REPO / "resources" / "demo"
 CALL_SECONDS = 30

@@ -3,8 +3,8 @@
 Everything that is measured is a real process: a headless tray
 (``mcp-tray run --headless``) from a private MCP_TRAY_HOME with one server,
 ``echo`` (tests/servers/echo.py), on ``gateway.port`` 0. Hostile input is
-generated with the hypothesis strategies of tests/test_fuzz_config.py and
-tests/test_fuzz_http.py (imported, not copied; a fixed ``--seed`` makes a
+generated with the hypothesis strategies of tests/support/fuzz_config.py and
+tests/support/fuzz_http.py (imported, not copied; a fixed ``--seed`` makes a
 run repeatable). The four figures of the issue "Hostile input and local
 faults":
 
@@ -50,7 +50,7 @@ faults":
    Target: every status answered within 1 s.
 
 3. Requests. REQUESTS generated requests with the token (bodies and
-   headers as tests/test_fuzz_http.py builds them: JSON-RPC-shaped
+   headers as tests/support/fuzz_http.py builds them: JSON-RPC-shaped
    messages, raw bytes, batches, nesting to 100,000, lone surrogates; POST
    and DELETE) on ``/mcp/echo`` (and ``/echo/mcp``, ``/mcp/nosuch``); half
    of the gateway ones instead carry the headers a real client sends in the
@@ -68,7 +68,7 @@ faults":
    scraped SCRAPES times back to back (bytes, scrape time p50/max), each
    time with an ``echo`` tool call sent at the same moment (timed, against
    the same calls without scrapes). Method labels are bounded
-   (core.serving.metrics): /metrics must stay small and name no invented
+   (core.serving.observe.metrics): /metrics must stay small and name no invented
    method.
 
 ``--burst N`` runs only this instead: a tray started under a file limit

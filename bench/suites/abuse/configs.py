@@ -37,7 +37,7 @@ from core.base.errors import ConfigError, NotRunning
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 from core.settings.runtime import running_instance
-from tests.test_fuzz_config import ECHO_ENTRY, NOWHERE
+from tests.support.fuzz_config import ECHO_ENTRY, NOWHERE
 
 
 @dataclass

@@ -131,7 +131,7 @@ PROTOCOL: Final = "2025-11-25"
 ACCEPT: Final = "application/json, text/event-stream"
 
 
-#: Paths of fuzzed gateway requests: mostly the echo server, as tests/test_fuzz_http.py.
+#: Paths of fuzzed gateway requests: mostly the echo server, as tests/support/fuzz_http.py.
 GATEWAY_PATHS: Final = ("/mcp/echo",) * 6 + ("/echo/mcp", "/mcp/nosuch")
 
 

@@ -37,7 +37,7 @@ from bench.suites.abuse.constants import (
     TRICKLED_HEAD,
 )
 from bench.suites.abuse.tray import Tray
-from core.serving.http_guard import MAX_CONNECTIONS, connection_cap
+from core.serving.http.http_guard import MAX_CONNECTIONS, connection_cap
 
 
 @dataclass

@@ -24,8 +24,8 @@ from bench.suites.abuse.constants import (
 from bench.suites.abuse.flood import FloodFigures
 from bench.suites.abuse.metrics import MetricsFigures
 from bench.suites.abuse.requests import RequestFigures
-from core.serving.http_guard import READ_SECONDS
-from core.serving.metrics import KNOWN_METHODS, OTHER_METHOD
+from core.serving.http.http_guard import READ_SECONDS
+from core.serving.observe.metrics import KNOWN_METHODS, OTHER_METHOD
 
 
 def report_configs(figures: ConfigFigures) -> tuple[int, int]:

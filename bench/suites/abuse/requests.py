@@ -32,7 +32,7 @@ from bench.suites.abuse.constants import (
     SESSION_PLACEHOLDER,
 )
 from bench.suites.abuse.tray import Tray
-from tests.test_fuzz_http import (
+from tests.support.fuzz_http import (
     HARMFUL_TOOLS,
     bodies,
     headers,
@@ -48,7 +48,7 @@ Request = tuple[str, str, str, list[tuple[str, str]], bytes, bool]
 
 @st.composite
 def fuzz_requests(draw: st.DrawFn, control_share: float) -> Request:
-    """One request as tests/test_fuzz_http.py builds them, gateway or control API."""
+    """One request as tests/support/fuzz_http.py builds them, gateway or control API."""
     if draw(st.integers(0, 999)) < control_share * 1000:
         if draw(st.booleans()):
             body = draw(bodies())

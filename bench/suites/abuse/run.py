@@ -37,7 +37,7 @@ from bench.suites.abuse.tray import Tray
 from core.base.errors import ConfigError
 from core.settings.config import load_config
 from core.settings.paths import default_paths
-from tests.test_fuzz_config import ECHO_ENTRY, documents
+from tests.support.fuzz_config import ECHO_ENTRY, documents
 
 
 @dataclass

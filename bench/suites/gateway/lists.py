@@ -66,7 +66,7 @@ async def _timed_lists(raw: RawHttpClient, calls: int) -> tuple[Stats, bytes]:
 
 
 async def _measure_lists(tray: Tray, calls: int) -> ListFigures:
-    from core.serving.profile_view import build_view
+    from core.serving.aggregate.profile_view import build_view
     from core.settings.config import load_config
     from core.settings.profiles import EVERYTHING
     from core.supervision.catalog import Catalog
@@ -110,12 +110,12 @@ def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
     """The aggregate's own work per tools/call, in-process and without the call itself:
     the profile's view (cached), the name's route, the link's client, the routed request.
     LIST_SERVERS x LIST_TOOLS tools known; ``all`` and a one-tool profile."""
-    from core.serving.aggregate import Aggregate
-    from core.serving.aggregate_links import Link, Parent
-    from core.serving.pipeline import NoReply, Pipeline
-    from core.serving.request import Client as SessionClient
-    from core.serving.request import Request
-    from core.serving.sessions import ClientSession, SessionTable
+    from core.serving.aggregate.aggregate import Aggregate
+    from core.serving.aggregate.aggregate_links import Link, Parent
+    from core.serving.calls.pipeline import Pipeline
+    from core.serving.calls.request import Client as SessionClient
+    from core.serving.calls.request import NoReply, Request
+    from core.serving.sessions.sessions import ClientSession, SessionTable
     from core.settings.config import DEFAULT_MAX_BODY_BYTES, load_config
     from core.settings.paths import Paths
     from core.supervision.supervisor import Supervisor
@@ -147,7 +147,7 @@ def routing_in_process(home: Path, calls: int = 20000) -> dict[str, Stats]:
         parent = Parent(session, profile, modern=False, on_lists=lambda parent, kind: None)
         client = SessionClient(session, modern=False)
         link_session = ClientSession(id=f"{profile}.{member}", server=member, kind="http")
-        parent.links[member] = Link(parent, member, link_session, pipeline.seat)
+        parent.links[member] = Link(parent, member, link_session, pipeline.seats.seat)
         samples = []
         for _ in range(calls):
             started = time.perf_counter()
@@ -200,5 +200,5 @@ def list_report(figures: ListFigures) -> None:
     print(
         f"    the /mcp answer is about {tokens:,} tokens in a model's context (bytes / 4); "
         f"building the view again after a member's list changed (in-process, "
-        f"core.serving.profile_view.build_view): p50 {figures.rebuild.p50:.3f} ms"
+        f"core.serving.aggregate.profile_view.build_view): p50 {figures.rebuild.p50:.3f} ms"
     )

@@ -34,7 +34,7 @@ BASELINE_SUFFIX: Final = "@base"
 
 
 #: A tray with the call journal off (``--journal off``): the same code, its journal never
-#: opened, so no call is recorded (core.serving.call_journal opens no watch without a writer).
+#: opened, so no call is recorded (core.serving.observe.call_journal opens no watch without a writer).
 JOURNAL_OFF: Final = (
     "import core.serving.service as _service; "
     "_service.TrayService._open_journal = lambda self, loop: None; "

@@ -1,0 +1,3 @@
+"""Client sessions and their breakers, and the handshake-era sessions saved across a
+tray restart (their rows, the files, the store).
+"""

@@ -1,0 +1,1 @@
+"""Tests of core/cli/: the command line, client files and installs, the desktop entry."""

@@ -1,0 +1,1 @@
+"""Tests of core/protocol/: JSON-RPC, streamable HTTP's server side, turns."""

@@ -1,0 +1,1 @@
+"""Tests of core/settings/: the config, loaded from hostile documents too."""

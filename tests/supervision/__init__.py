@@ -1,0 +1,1 @@
+"""Tests of core/supervision/: children, the call path, breakers, the stop contract."""

@@ -1,0 +1,1 @@
+"""What tests share (no tests here): fakes, paths, and helpers that start trays, bridges and CLIs."""
