@@ -18,6 +18,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
     ├── NotFinite                   NaN or ±Infinity in a JSON text (a ValueError too)
     ├── BadRow                      a saved session row the gateway never writes (a ValueError too)
     ├── ApprovalError               an approval answer that cannot be given
+    ├── TelemetryUnavailable        spans asked for, the otel extra missing
     ├── Gone                        the bridge waited for a tray that did not come
     ├── CommandError                a CLI command failed (carries its exit code)
     │   ├── SnippetError            a client snippet cannot be made
@@ -102,6 +103,7 @@ __all__ = [
     "SnippetError",
     "SpawnError",
     "SubprocessExited",
+    "TelemetryUnavailable",
     "TooManyChildren",
     "TransportFailure",
     "TrayStopping",
@@ -221,6 +223,10 @@ class BadRow(McpTrayError, ValueError):
 
 class ApprovalError(McpTrayError):
     """An answer that cannot be given: no such approval, or not that kind of answer."""
+
+
+class TelemetryUnavailable(McpTrayError):
+    """The config names an OTLP endpoint and the ``otel`` extra is not installed."""
 
 
 class Gone(McpTrayError):

@@ -25,6 +25,7 @@ import psutil
 import uvicorn
 from starlette.routing import Route
 
+from core.base.errors import TelemetryUnavailable
 from core.base.snapshot import ProfileSnapshot, WarningSnapshot, WorkerSnapshot
 from core.platform.backends import backends
 from core.platform.files import raise_file_limit
@@ -53,7 +54,7 @@ from core.serving.observe.activity import attach as attach_activity
 from core.serving.observe.call_journal import keyring_values
 from core.serving.observe.metrics import Metrics, SnapshotCollector
 from core.serving.observe.process_stats import ProcessStats
-from core.serving.observe.telemetry import Telemetry, TelemetryUnavailable
+from core.serving.observe.telemetry import Telemetry
 from core.serving.sessions.session_store import SESSIONS_FILE
 from core.serving.sessions.sessions import ClientSession, SessionTable
 from core.settings.config import ServerConfig, TrayConfig

@@ -24,12 +24,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from core.base.errors import ConfigError
+from core.base.errors import ConfigError, TelemetryUnavailable
 from core.registry.journal import CallQuery
 from core.serving.observe.call_journal import CallJournal
 from core.serving.observe.telemetry import (
     Telemetry,
-    TelemetryUnavailable,
     parse_traceparent,
     traces_url,
 )

@@ -23,6 +23,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from core import __version__
+from core.base.errors import TelemetryUnavailable
 
 #: ``version-traceid-parentid-flags`` (W3C Trace Context, level 1), lower-case hex.
 _TRACEPARENT: Final = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
@@ -84,10 +85,6 @@ def traces_url(endpoint: str) -> str:
     if path in ("", "/"):
         return endpoint.rstrip("/") + TRACES_PATH
     return endpoint
-
-
-class TelemetryUnavailable(Exception):
-    """The config asks for spans and the ``otel`` extra is not installed."""
 
 
 class Span:
