@@ -36,6 +36,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
+from core.settings.containment_check import check_limits, check_sandbox
 from core.settings.oversight_check import (
     check_approval_timeout,
     check_approve,
@@ -493,6 +494,10 @@ class _Checker:
             on_tool_change=check_on_tool_change(
                 entry.get("on_tool_change", "hold"), [*keys, "on_tool_change"], self
             ),
+            sandbox=check_sandbox(entry["sandbox"], [*keys, "sandbox"], self, sharing=sharing)
+            if "sandbox" in entry
+            else None,
+            limits=check_limits(entry.get("limits", {}), [*keys, "limits"], self),
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

@@ -43,6 +43,8 @@ SERVER_KEYS: Final = (
     "protocol",
     "approve",
     "on_tool_change",
+    "sandbox",
+    "limits",
 )
 TOP_LEVEL_KEYS: Final = ("mcpServers", "gateway", "profiles", "approval_timeout_s", "$schema")
 #: The words ``approve`` takes besides globs over tool names (docs/design.md §3.14).
@@ -75,6 +77,29 @@ NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
 
 
+#: The keys of a server's ``sandbox`` and ``limits`` (docs/design.md §3.15).
+SANDBOX_KEYS: Final = ("write", "read", "network", "required")
+LIMITS_KEYS: Final = ("memory_mb", "cpu_percent")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Paths as written (``~``, ``${state}``, ``${roots}``): they are resolved at each spawn."""
+
+    write: tuple[str, ...] = ()
+    #: None: "system" (the system, caches, the command's folders, the home but its secrets).
+    read: tuple[str, ...] | None = None
+    network: bool = True
+    #: False: where nothing can enforce it, the server runs unconfined with a warning.
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    memory_mb: int | None = None
+    cpu_percent: float | None = None
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     name: str
@@ -94,6 +119,8 @@ class ServerConfig:
     approve: tuple[str, ...] = ()
     #: A tool whose fingerprint changed: "hold" it for review, or "warn" and offer it.
     on_tool_change: ToolChangeMode = "hold"
+    sandbox: SandboxConfig | None = None
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
@@ -103,6 +130,8 @@ class ServerConfig:
             tuple(sorted(self.env.items())),
             self.cwd,
             self.protocol,
+            self.sandbox,
+            self.limits,
         )
 
 

@@ -24,7 +24,15 @@ from core.protocol.eras import SUBSCRIPTION_ID_META_KEY
 from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
-from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
+from core.supervision.child import (
+    ChildProcess,
+    Spawner,
+    child_environment,
+    describe_returncode,
+    resolve_command,
+)
+from core.supervision.containment import Containment, root_folders
+from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -71,6 +79,8 @@ class RunHost(Protocol):
     def logs(self) -> LogSink: ...
     @property
     def stderr_tail(self) -> deque[str]: ...
+    @property
+    def containment(self) -> Containment: ...
 
     def change_state(self, new: ServerState, why: str) -> None: ...
     def park(self, reason: str) -> None: ...
@@ -92,6 +102,8 @@ class RunLoop:
         self.generation = 0
         self.restarts = 0
         self.current_run: Run | None = None
+        #: Whether the last run was replaced for going over its memory limit.
+        self.last_over_limit = False
 
     async def supervise(self) -> None:
         server = self.server
@@ -157,13 +169,18 @@ class RunLoop:
     async def spawn(self) -> ChildProcess:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
         server = self.server
+        config = server.config
         try:
-            return await server.spawner(
-                server.config.command,
-                server.config.args,
-                env=child_environment(await self.resolve_env(), server.owner, __version__),
-                cwd=server.config.cwd,
-            )
+            env = child_environment(await self.resolve_env(), server.owner, __version__)
+            command, args = config.command, config.args
+            if config.sandbox is not None:
+                executable = resolve_command(command, env, config.cwd)
+                prepared = await server.containment.prepare(config, env, executable, self.roots)
+                if prepared.warning is not None:
+                    server.log(f"WARNING: {prepared.warning}")
+                    server.publish(EventKind.WARNINGS, prepared.warning)
+                command, args, env = prepared.command, prepared.args, dict(prepared.env)
+            return await server.spawner(command, args, env=env, cwd=config.cwd)
         except (SpawnError, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -173,6 +190,55 @@ class RunLoop:
                 f"cannot start {server.config.command!r}: {type(exc).__name__}: {exc}",
                 permanent=True,
             ) from exc
+
+    async def roots(self) -> list[str]:
+        """The folders of the sessions this child serves (none for a shared child)."""
+        source = self.server.routing.roots_source
+        if source is None:
+            return []
+        answer = await source()
+        return root_folders(answer.get("roots") or ())
+
+    async def watch_limits(
+        self, run: Run, child: ChildProcess, upstream: Upstream, ended: "asyncio.Future[None]"
+    ) -> None:
+        """Wait for the run's end; a child over its memory limit is replaced between calls."""
+        server = self.server
+        watch = LimitWatch(
+            server.config.limits,
+            server.clock,
+            interval=server.timing.limits_interval,
+            cpu_warn_after=server.timing.cpu_warn_after,
+        )
+        if not watch.active:
+            await ended
+            return
+
+        def warn(text: str) -> None:
+            server.log(f"WARNING: {text}")
+            server.publish(EventKind.WARNINGS, f"{server.name} {text}")
+
+        over = asyncio.ensure_future(watch.watch(child.pid, warn))
+        try:
+            waited: list[asyncio.Future[Any]] = [ended, over]
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            if ended.done() or not over.done():
+                return
+        finally:
+            over.cancel()
+        reason = over.result()
+        run.over_limit = reason
+        server.log(f"over its limit: it {reason}; replacing it once its calls are answered")
+        server.publish(EventKind.WARNINGS, f"{server.name} {reason}", alert=AlertKind.LIMIT)
+
+        async def drained() -> None:
+            # The pending table has no event of its own; this wait is bounded below.
+            while upstream.in_flight and not ended.done():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+
+        await wait_within(server.clock, drained(), DRAIN_SECONDS)
+        self.on_dead(run, f"replaced by mcp-tray: it {reason}")
+        await child.stop(server.timing.stop, server.log, server.clock)
 
     async def resolve_env(self) -> Mapping[str, str]:
         server = self.server
@@ -202,7 +268,7 @@ class RunLoop:
                     if server.catalog.modern:
                         server.listen.open(upstream)
                     try:
-                        await ended
+                        await self.watch_limits(run, child, upstream, ended)
                     finally:
                         server.listen.close()
                         health.cancel()
@@ -347,10 +413,13 @@ class RunLoop:
         server = self.server
         if run.intentional or server.state is S.PARKED:
             return
+        repeated, self.last_over_limit = self.last_over_limit, run.over_limit is not None
+        if run.over_limit is not None and not repeated:
+            return  # once is the limit doing its job; twice in a row counts like a crash
         # Up a keepalive interval counts only once it was up: a start that
         # took that long and then failed proved nothing.
         up_long = server.clock.monotonic() - run.started >= server.config.keepalive_seconds
-        if run.proven or (run.ready.is_set() and up_long):
+        if run.over_limit is None and (run.proven or (run.ready.is_set() and up_long)):
             server.prove(run)
             return
         if server.budget.dropped():

@@ -28,6 +28,7 @@ from core.supervision.breakers import ServerBreaker
 from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
 from core.supervision.child import ChildProcess, Spawner
+from core.supervision.containment import Containment
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -63,6 +64,7 @@ class ManagedServer:
         breaker: ServerBreaker | None = None,
         env_resolver: EnvResolver | None = None,
         review: ToolReview | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -77,6 +79,10 @@ class ManagedServer:
         self.breaker = breaker or ServerBreaker(clock)
         self._breaker_published = self.breaker.state
         self.env_resolver = env_resolver or (lambda cfg: cfg.env)
+        #: Sandboxes and state folders (the supervisor's, shared by its servers).
+        self.containment = containment or Containment(
+            self.log_path.parent.parent / "state" / "servers"
+        )
         self.state = S.STOPPED
         self.parked_reason: str | None = None
         self._last_error: str | None = None
@@ -224,6 +230,7 @@ class ManagedServer:
             sharing=self.config.sharing,
             log_path=str(self.log_path),
             protocol=self.catalog.version,
+            sandbox=self.containment.describe(self.config),
         )
 
     # ------------------------------------------------------------- breaker

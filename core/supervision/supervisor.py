@@ -29,6 +29,7 @@ from core.base.snapshot import (
 from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
 from core.supervision.child import LIVE_PIDS, ChildProcess, Spawner
+from core.supervision.containment import Containment
 from core.supervision.logs import LogSink
 from core.supervision.run import Timing
 from core.supervision.server import EnvResolver, ManagedServer
@@ -76,6 +77,7 @@ class Supervisor:
         env_resolver: EnvResolver | None = None,
         server_factory: Callable[[ServerConfig], ManagedServer] | None = None,
         spawn: Spawner = ChildProcess.spawn,
+        containment: Containment | None = None,
     ) -> None:
         self.config = config
         self.paths = paths
@@ -85,6 +87,7 @@ class Supervisor:
         self.logs = LogSink(paths.log_dir)
         self._env_resolver = env_resolver
         self._spawn = spawn
+        self.containment = containment or Containment(paths.state_dir / "servers")
         self._factory = server_factory or self._make_server
         self._subscribers: list[Subscriber] = []
         self.servers: dict[str, ManagedServer] = {}
@@ -113,6 +116,7 @@ class Supervisor:
             spawn=self._spawn,
             env_resolver=self._env_resolver,
             review=self.review,
+            containment=self.containment,
         )
         server.on_call_done = self._call_done
         return server
