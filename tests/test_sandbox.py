@@ -328,3 +328,7 @@ async def test_a_child_over_its_memory_limit_is_replaced_with_the_reason(make: M
     # Once is the limit doing its job: it is not a crash for the rapid-restart budget.
     assert hungry.budget.unproven == 0
     assert await call(hungry, "allocate", mib=1) == "holding 1 MiB, pid " + str(hungry.pid)
+    # Twice in a row is no longer the limit doing its job: it counts like a crash.
+    await call(hungry, "allocate", mib=300)
+    await wait_ready(hungry, generation=3)
+    assert hungry.budget.unproven == 1

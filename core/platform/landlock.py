@@ -1,15 +1,17 @@
 """Landlock through three system calls, and the launcher that restricts itself, then execs.
 
 Run as a script, never imported by the tray for its rules: ``python -I -S
-landlock.py SPEC -- argv...`` restricts *its own* process (no new
+landlock.py GRANTS... -- argv...`` restricts *its own* process (no new
 privileges, the ruleset, ``RLIMIT_CORE=0``) and then ``execvpe``s the
 server, so the tray is never restricted and everything the server starts
 inherits the sandbox. The file is standard library only (it runs with
 ``-S``, without site-packages, to start fast: bench/sandbox_spawn.py).
 
-SPEC is JSON: ``{"read": [paths], "write": [paths], "list": [folders],
-"network": bool}``. ``read`` grants reading and executing beneath each
-path, ``write`` every right the ABI knows, ``list`` only listing a folder
+GRANTS are words, one argument each (no parser to import: json costs its
+``re``): ``abi=N`` (the ABI the tray planned for), ``network=0`` (deny TCP),
+and ``read=PATH``, ``write=PATH``, ``list=PATH``. ``read`` grants reading
+and executing beneath the path, ``write`` every right the ABI knows,
+``list`` only listing a folder
 (its files' contents stay closed: how the home is open except its secret
 stores). Only the rights the kernel's ABI knows are asked for: refer from
 ABI 2, truncate from 3, TCP bind/connect from 4 (denied when ``network`` is
@@ -18,7 +20,6 @@ server may still signal and reach abstract sockets of its own user.
 """
 
 import ctypes
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -149,21 +150,29 @@ def _add_path(syscall: Any, ruleset: int, path: str, rights: int) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``SPEC -- command args...``: restrict, drop core dumps, exec. Returns only on failure."""
-    if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: landlock.py SPEC -- command [args...]\n")
+    """``GRANTS -- command args...``: restrict, drop core dumps, exec. Returns only on failure."""
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        sys.stderr.write(
+            "usage: landlock.py [abi=N] [network=0] [read=|write=|list=PATH]... -- command [args...]\n"
+        )
         return LAUNCH_FAILED
-    spec = json.loads(argv[0])
-    command = list(argv[2:])
+    split = list(argv).index("--")
+    grants: dict[str, list[str]] = {"read": [], "write": [], "list": [], "abi": [], "network": []}
+    for word in argv[:split]:
+        key, _, value = word.partition("=")
+        grants[key].append(value)
+    command = list(argv[split + 1 :])
+    planned = int(grants["abi"][-1]) if grants["abi"] else 1
+    network = grants["network"][-1:] != ["0"]
     try:
         if sys.platform == "linux":
             import resource
 
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         abi = abi_version()
-        if abi < int(spec.get("abi", 1)):
-            raise OSError(0, f"landlock ABI {abi} is below the {spec['abi']} planned")
-        restrict_self(abi, spec["read"], spec["write"], spec["list"], bool(spec["network"]))
+        if abi < planned:
+            raise OSError(0, f"landlock ABI {abi} is below the {planned} planned")
+        restrict_self(abi, grants["read"], grants["write"], grants["list"], network)
         os.execvpe(command[0], command, os.environ)
     except OSError as exc:
         sys.stderr.write(f"mcp-tray sandbox: cannot start {command[0]!r}: {exc.strerror or exc}\n")

@@ -11,7 +11,6 @@ The one place that says which folders ``"read": "system"`` opens
   unless it says ``"required": false``.
 """
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -135,14 +134,11 @@ def launch_argv(
 ) -> list[str]:
     """The command line that runs ``argv`` under ``grants`` as ``support`` enforces them."""
     if support.kind == "landlock":
-        spec = {
-            "read": list(grants.read),
-            "write": list(grants.write),
-            "list": list(grants.listing),
-            "network": grants.network,
-            "abi": support.abi,
-        }
-        return [python, "-I", "-S", str(Path(landlock.__file__)), json.dumps(spec), "--", *argv]
+        words = [f"abi={support.abi}", f"network={int(grants.network)}"]
+        words += [f"read={p}" for p in grants.read]
+        words += [f"write={p}" for p in grants.write]
+        words += [f"list={p}" for p in grants.listing]
+        return [python, "-I", "-S", str(Path(landlock.__file__)), *words, "--", *argv]
     if support.kind == "seatbelt":
         return ["/usr/bin/sandbox-exec", "-p", seatbelt.profile(grants), *argv]
     raise ValueError(f"nothing to enforce a sandbox with: {support.missing}")
