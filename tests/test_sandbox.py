@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from core.base.snapshot import AlertKind, Event
@@ -123,6 +124,12 @@ async def test_a_sandboxed_server_writes_only_inside_its_grant_and_its_neighbour
     temp = Path(await call(boxed, "temp_file"))
     assert temp.parent == supervisor.containment.state_dir("boxed") / "tmp"
     assert await asyncio.to_thread(temp.exists)
+
+    # The launcher dropped core dumps before it became the server (same pid: it exec'd).
+    limits = await asyncio.to_thread(Path(f"/proc/{boxed.pid}/limits").read_text)
+    [core_line] = [line for line in limits.splitlines() if line.startswith("Max core file size")]
+    assert core_line.split()[4:6] == ["0", "0"]
+    assert CONTAINED.name in " ".join(psutil.Process(boxed.pid).cmdline())
 
     assert await call(free, "write", path=str(outside / "c.txt"), text="free") == "written"
     assert (outside / "c.txt").read_text() == "free"
