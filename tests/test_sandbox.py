@@ -339,3 +339,17 @@ async def test_a_child_over_its_memory_limit_is_replaced_with_the_reason(make: M
     await call(hungry, "allocate", mib=300)
     await wait_ready(hungry, generation=3)
     assert hungry.budget.unproven == 1
+
+
+async def test_a_call_in_flight_when_the_limit_is_crossed_is_answered_before_the_child_goes(
+    make: Make,
+) -> None:
+    timing = Timing(**{**FAST_TIMING.__dict__, "limits_interval": 0.02})
+    supervisor = await make({"hungry": entry(limits={"memory_mb": 200})}, timing=timing)
+    hungry = await ready(supervisor, "hungry")
+
+    answer = await call(hungry, "allocate_then_wait", mib=300, seconds=1.0)
+
+    assert answer == "answered after holding 300 MiB"
+    await wait_ready(hungry, generation=2)
+    assert "over its 200 MiB limit" in (hungry.last_error or "")

@@ -79,5 +79,15 @@ def allocate(mib: int) -> str:
     return f"holding {sum(len(b) for b in held) // (1024 * 1024)} MiB, pid {os.getpid()}"
 
 
+@server.tool()
+async def allocate_then_wait(mib: int, seconds: float) -> str:
+    """Hold ``mib`` MiB, then answer after ``seconds`` (a call in flight while over a limit)."""
+    import anyio
+
+    held.append(bytearray(b"\x01" * (mib * 1024 * 1024)))
+    await anyio.sleep(seconds)
+    return f"answered after holding {mib} MiB"
+
+
 if __name__ == "__main__":
     server.run()
