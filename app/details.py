@@ -156,6 +156,8 @@ class DetailsPane(QWidget):
         if server.protocol:
             facts.append(f"protocol {server.protocol}")
         facts.append(f"{server.sharing} child")
+        if server.sandbox != "none":
+            facts.append(f"sandbox: {server.sandbox}")
         self.facts.setText(" · ".join(facts))
         problem = (
             f"Parked: {server.parked_reason}"

@@ -262,6 +262,7 @@ class ServersModel(RowModel):
         ("restarts", "Restarts"),
         ("breaker", "Breaker"),
         ("protocol", "Protocol"),
+        ("sandbox", "Sandbox"),
         ("cpu", "CPU %"),
         ("rss", "RSS"),
         ("last_error", "Last error"),

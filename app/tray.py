@@ -206,6 +206,8 @@ class TrayController:
                 f"{server} parked",
                 f"{text}. Respawn it from the mcp-tray menu when fixed.",
             )
+        elif kind is AlertKind.LIMIT:
+            title, body = f"{server} replaced", f"{text}. mcp-tray started a fresh one."
         elif kind is AlertKind.TRIPPED:
             title, body = (
                 "A client session tripped",

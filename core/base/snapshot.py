@@ -48,6 +48,8 @@ class AlertKind(enum.Enum):
     CONFIG_REFUSED = "config-refused"
     #: A call, or a server's changed tool, waits for the person's approval.
     APPROVAL = "approval"
+    #: A child went over its memory limit and was replaced.
+    LIMIT = "limit"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class ServerSnapshot:
     #: The protocol revision the child speaks (2026-07-28, or a handshake one);
     #: None until its first handshake.
     protocol: str | None = None
+    #: Whether a sandbox is enforced and by what ("landlock ABI 7 — write 2 folders,
+    #: network off", "none", "not enforced (why)").
+    sandbox: str = "none"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +91,7 @@ class ServerSnapshot:
             "sharing": self.sharing,
             "log": self.log_path,
             "protocol": self.protocol,
+            "sandbox": self.sandbox,
         }
 
 

@@ -105,6 +105,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         {"family": PLATFORM, "subject": job, "text": f"platform: {job}: {name}"}
         for job, name in platform
     ]
+    findings.info.append(_sandbox_note())
     findings.info.append(_express_lane_note())
     findings.info.append(_path_note(paths))
     failed = bool(findings.warnings)
@@ -126,6 +127,30 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
         for line in findings.note_lines():
             print(line)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _sandbox_note() -> Row:
+    """What this machine can enforce on a server's ``sandbox`` (limits work everywhere)."""
+    from core.platform import landlock
+    from core.platform.sandboxing import probe
+
+    support = probe()
+    if support.kind == "landlock":
+        net = (
+            "TCP bind/connect rules"
+            if support.abi >= landlock.NETWORK_ABI
+            else 'no TCP rules ("network": false cannot be enforced)'
+        )
+        text = f"sandbox: {support.label()}: file write and read rules, {net}"
+    elif support.kind == "seatbelt":
+        text = "sandbox: seatbelt (sandbox-exec): file and network rules (not yet tried on a Mac)"
+    else:
+        text = (
+            f"sandbox: none: {support.missing}; a sandboxed server is parked unless its "
+            '"sandbox" says "required": false'
+        )
+    text += "; limits (memory, CPU): enforced by mcp-tray on every OS"
+    return {"family": PLATFORM, "subject": "sandbox", "text": text}
 
 
 def _express_lane_note() -> Row:

@@ -64,6 +64,8 @@ def cmd_status(args: argparse.Namespace, paths: Paths) -> int:
         print("no servers configured")
     for server in servers:
         print(server_line(server))
+        if server.get("sandbox", "none") != "none":
+            print(f"      sandbox: {server['sandbox']}")
         if server.get("parked_reason"):
             print(f"      parked: {server['parked_reason']}")
         elif server.get("last_error") and server["state"] != "ready":

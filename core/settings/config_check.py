@@ -39,6 +39,7 @@ from core.settings.config_model import (
     ServerConfig,
     TrayConfig,
 )
+from core.settings.containment_check import check_limits, check_sandbox
 from core.settings.journal_check import check_journal, check_telemetry
 from core.settings.lean_check import check_lean
 from core.settings.oversight_check import (
@@ -524,6 +525,10 @@ class _Checker:
             start=start,
             idle_stop_s=idle_stop_s,
             standby=standby,
+            sandbox=check_sandbox(entry["sandbox"], [*keys, "sandbox"], self, sharing=sharing)
+            if "sandbox" in entry
+            else None,
+            limits=check_limits(entry.get("limits", {}), [*keys, "limits"], self),
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":

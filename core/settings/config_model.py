@@ -62,6 +62,8 @@ SERVER_KEYS: Final = (
     "start",
     "idle_stop_s",
     "standby",
+    "sandbox",
+    "limits",
 )
 TOP_LEVEL_KEYS: Final = (
     "mcpServers",
@@ -109,6 +111,29 @@ SEPARATOR_CLASH_RE: Final = re.compile(r"__|_$")
 KEYRING_REF_RE: Final = re.compile(r"\$\{keyring:([^}]+)\}")
 
 
+#: The keys of a server's ``sandbox`` and ``limits`` (docs/design.md §3.17).
+SANDBOX_KEYS: Final = ("write", "read", "network", "required")
+LIMITS_KEYS: Final = ("memory_mb", "cpu_percent")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Paths as written (``~``, ``${state}``, ``${roots}``): they are resolved at each spawn."""
+
+    write: tuple[str, ...] = ()
+    #: None: "system" (the system, caches, the command's folders, the home but its secrets).
+    read: tuple[str, ...] | None = None
+    network: bool = True
+    #: False: where nothing can enforce it, the server runs unconfined with a warning.
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    memory_mb: int | None = None
+    cpu_percent: float | None = None
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     name: str
@@ -139,6 +164,8 @@ class ServerConfig:
     idle_stop_s: float = DEFAULT_IDLE_STOP_S
     #: Keep one spare child started beside the active one (stateless shared servers).
     standby: bool = False
+    sandbox: SandboxConfig | None = None
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
@@ -148,6 +175,8 @@ class ServerConfig:
             tuple(sorted(self.env.items())),
             self.cwd,
             self.protocol,
+            self.sandbox,
+            self.limits,
         )
 
 

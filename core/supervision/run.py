@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from core.supervision.child import ChildProcess, StopTiming
+from core.supervision.limits import CPU_WARN_SECONDS, INTERVAL_SECONDS
 from core.supervision.restart_policy import BACKOFF_CAP_SECONDS, BACKOFF_INITIAL_SECONDS
 from core.supervision.upstream import Upstream
 
@@ -58,6 +59,8 @@ class Timing:
     backoff_initial: float = BACKOFF_INITIAL_SECONDS
     backoff_cap: float = BACKOFF_CAP_SECONDS
     stop: StopTiming = field(default_factory=StopTiming)
+    limits_interval: float = INTERVAL_SECONDS
+    cpu_warn_after: float = CPU_WARN_SECONDS
 
     @property
     def confirm_dead(self) -> float:
@@ -88,6 +91,8 @@ class Run:
         self.proven = False
         #: Ended by the user or mcp-tray itself (stop, respawn): not a drop.
         self.intentional = False
+        #: Why mcp-tray replaced it for going over a limit (core.supervision.limits).
+        self.over_limit: str | None = None
 
     def alive(self) -> bool:
         return not self.dead.is_set() and self.child is not None and self.child.is_alive()

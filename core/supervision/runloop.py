@@ -24,8 +24,16 @@ from core.protocol.eras import SUBSCRIPTION_ID_META_KEY
 from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
-from core.supervision.child import ChildProcess, Spawner, child_environment, describe_returncode
+from core.supervision.child import (
+    ChildProcess,
+    Spawner,
+    child_environment,
+    describe_returncode,
+    resolve_command,
+)
+from core.supervision.containment import Containment, root_folders
 from core.supervision.idle import IdleWatch
+from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
@@ -81,6 +89,8 @@ class RunHost(Protocol):
     def idle_limit(self) -> float | None: ...
     async def keep_catalog(self) -> None: ...
     async def restore_catalog(self) -> bool: ...
+    @property
+    def containment(self) -> Containment: ...
 
     def change_state(self, new: ServerState, why: str) -> None: ...
     def park(self, reason: str) -> None: ...
@@ -109,6 +119,8 @@ class RunLoop:
             server.timing.stop,
             server.clock,
         )
+        #: Whether the last run was replaced for going over its memory limit.
+        self.last_over_limit = False
 
     async def supervise(self) -> None:
         try:
@@ -199,13 +211,18 @@ class RunLoop:
     async def spawn_fresh(self) -> ChildProcess:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
         server = self.server
+        config = server.config
         try:
-            return await server.spawner(
-                server.config.command,
-                server.config.args,
-                env=child_environment(await self.resolve_env(), server.owner, __version__),
-                cwd=server.config.cwd,
-            )
+            env = child_environment(await self.resolve_env(), server.owner, __version__)
+            command, args = config.command, config.args
+            if config.sandbox is not None:
+                executable = resolve_command(command, env, config.cwd)
+                prepared = await server.containment.prepare(config, env, executable, self.roots)
+                if prepared.warning is not None:
+                    server.log(f"WARNING: {prepared.warning}")
+                    server.publish(EventKind.WARNINGS, prepared.warning)
+                command, args, env = prepared.command, prepared.args, dict(prepared.env)
+            return await server.spawner(command, args, env=env, cwd=config.cwd)
         except (SpawnError, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -215,6 +232,55 @@ class RunLoop:
                 f"cannot start {server.config.command!r}: {type(exc).__name__}: {exc}",
                 permanent=True,
             ) from exc
+
+    async def roots(self) -> list[str]:
+        """The folders of the sessions this child serves (none for a shared child)."""
+        source = self.server.routing.roots_source
+        if source is None:
+            return []
+        answer = await source()
+        return root_folders(answer.get("roots") or ())
+
+    async def watch_limits(
+        self, run: Run, child: ChildProcess, upstream: Upstream, ended: "asyncio.Future[None]"
+    ) -> None:
+        """Wait for the run's end; a child over its memory limit is replaced between calls."""
+        server = self.server
+        watch = LimitWatch(
+            server.config.limits,
+            server.clock,
+            interval=server.timing.limits_interval,
+            cpu_warn_after=server.timing.cpu_warn_after,
+        )
+        if not watch.active:
+            await ended
+            return
+
+        def warn(text: str) -> None:
+            server.log(f"WARNING: {text}")
+            server.publish(EventKind.WARNINGS, f"{server.name} {text}")
+
+        over = asyncio.ensure_future(watch.watch(child.pid, warn))
+        try:
+            waited: list[asyncio.Future[Any]] = [ended, over]
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            if ended.done() or not over.done():
+                return
+        finally:
+            over.cancel()
+        reason = over.result()
+        run.over_limit = reason
+        server.log(f"over its limit: it {reason}; replacing it once its calls are answered")
+        server.publish(EventKind.WARNINGS, f"{server.name} {reason}", alert=AlertKind.LIMIT)
+
+        async def drained() -> None:
+            # The pending table has no event of its own; this wait is bounded below.
+            while upstream.in_flight and not ended.done():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+
+        await wait_within(server.clock, drained(), DRAIN_SECONDS)
+        self.on_dead(run, f"replaced by mcp-tray: it {reason}")
+        await child.stop(server.timing.stop, server.log, server.clock)
 
     async def resolve_env(self) -> Mapping[str, str]:
         server = self.server
@@ -248,8 +314,16 @@ class RunLoop:
                     server.idle.touch()  # idle counts from ready, not from the spawn
                     idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
                     try:
-                        await asyncio.wait([ended, idle], return_when=asyncio.FIRST_COMPLETED)
-                        if idle.done() and not ended.done():
+                        # The run ends by itself, by its memory limit, or by its idle time.
+                        limited = asyncio.ensure_future(
+                            self.watch_limits(run, child, upstream, ended)
+                        )
+                        await asyncio.wait([limited, idle], return_when=asyncio.FIRST_COMPLETED)
+                        if limited.done():
+                            limited.result()
+                        elif idle.done() and not ended.done():
+                            limited.cancel()
+                            await asyncio.gather(limited, return_exceptions=True)
                             # Ours to end, not an exit: the stop contract follows (finish).
                             run.intentional = True
                             server.change_state(
@@ -404,10 +478,13 @@ class RunLoop:
         server = self.server
         if run.intentional or server.state is S.PARKED:
             return
+        repeated, self.last_over_limit = self.last_over_limit, run.over_limit is not None
+        if run.over_limit is not None and not repeated:
+            return  # once is the limit doing its job; twice in a row counts like a crash
         # Up a keepalive interval counts only once it was up: a start that
         # took that long and then failed proved nothing.
         up_long = server.clock.monotonic() - run.started >= server.config.keepalive_seconds
-        if run.proven or (run.ready.is_set() and up_long):
+        if run.over_limit is None and (run.proven or (run.ready.is_set() and up_long)):
             server.prove(run)
             return
         if server.budget.dropped():

@@ -29,6 +29,7 @@ from core.supervision.calls import CallPath
 from core.supervision.catalog import Catalog
 from core.supervision.catalog_store import load_catalog, save_catalog
 from core.supervision.child import ChildProcess, Spawner
+from core.supervision.containment import Containment
 from core.supervision.idle import IdleWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
@@ -66,6 +67,7 @@ class ManagedServer:
         env_resolver: EnvResolver | None = None,
         review: ToolReview | None = None,
         catalog_dir: Path | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.config = config
         #: Where an on-demand server keeps its catalog while it sleeps (None: nowhere).
@@ -82,6 +84,10 @@ class ManagedServer:
         self.breaker = breaker or ServerBreaker(clock)
         self._breaker_published = self.breaker.state
         self.env_resolver = env_resolver or (lambda cfg: cfg.env)
+        #: Sandboxes and state folders (the supervisor's, shared by its servers).
+        self.containment = containment or Containment(
+            self.log_path.parent.parent / "state" / "servers"
+        )
         self.state = S.STOPPED
         self.parked_reason: str | None = None
         self._last_error: str | None = None
@@ -290,6 +296,7 @@ class ManagedServer:
             sharing=self.sharing,
             log_path=str(self.log_path),
             protocol=self.catalog.version,
+            sandbox=self.containment.describe(self.config),
         )
 
     # ------------------------------------------------------------- breaker

@@ -31,6 +31,7 @@ from core.settings.config import ServerConfig, TrayConfig
 from core.settings.paths import Paths
 from core.supervision.catalog_store import CATALOGS_DIR
 from core.supervision.child import LIVE_PIDS, ChildProcess, Spawner
+from core.supervision.containment import Containment
 from core.supervision.logs import LogSink
 from core.supervision.run import Timing
 from core.supervision.server import EnvResolver, ManagedServer
@@ -81,6 +82,7 @@ class Supervisor:
         env_resolver: EnvResolver | None = None,
         server_factory: Callable[[ServerConfig], ManagedServer] | None = None,
         spawn: Spawner = ChildProcess.spawn,
+        containment: Containment | None = None,
     ) -> None:
         self.config = config
         self.paths = paths
@@ -90,6 +92,7 @@ class Supervisor:
         self.logs = LogSink(paths.log_dir)
         self._env_resolver = env_resolver
         self._spawn = spawn
+        self.containment = containment or Containment(paths.state_dir / "servers")
         self._factory = server_factory or self._make_server
         self._subscribers: list[Subscriber] = []
         self.servers: dict[str, ManagedServer] = {}
@@ -119,6 +122,7 @@ class Supervisor:
             env_resolver=self._env_resolver,
             review=self.review,
             catalog_dir=self.paths.state_dir / CATALOGS_DIR,
+            containment=self.containment,
         )
         server.on_call_done = self._call_done
         return server

@@ -117,6 +117,11 @@ class Upstream:
         #: Set when the read side ended (stdout EOF, or the leader exited).
         self.closed = asyncio.Event()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests sent to the child and not answered yet."""
+        return len(self._pending)
+
     @classmethod
     @contextlib.asynccontextmanager
     async def open(

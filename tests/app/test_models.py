@@ -298,3 +298,18 @@ def test_an_own_warning_shows_its_fix_in_the_fix_column_and_token_storage_is_inf
         "message": "the token is in a file.",
         "fix": "run a Secret Service.",
     }
+
+
+def test_the_servers_tab_says_whether_a_sandbox_is_enforced_and_by_what() -> None:
+    model = ServersModel()
+    enforced = "landlock ABI 7 — write 2 folders, network off"
+    model.set_rows(
+        [
+            ServerRow(server("boxed", ServerState.READY, sandbox=enforced)),
+            ServerRow(server("free", ServerState.READY)),
+        ],
+        now=NOW.timestamp(),
+    )
+    column = ServersModel.column("sandbox")
+    assert model.data(model.index(0, column)) == enforced
+    assert model.data(model.index(1, column)) == "none"

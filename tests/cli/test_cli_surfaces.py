@@ -15,9 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.base.states import ServerState
 from core.cli.control_client import ControlClient
 from core.cli.install import MASK
+from core.platform import landlock
 from core.settings.runtime import running_instance
 from tests.app.builders import server
 from tests.conftest import ECHO, python_server
@@ -54,6 +57,25 @@ def test_status_shows_the_era_each_child_speaks(headless: Any) -> None:
     [line] = [line for line in result.stdout.splitlines() if line.strip().startswith("echo ")]
     assert line.split()[1] == "ready"
     assert line.endswith(f"era {era}")
+
+
+@pytest.mark.skipif(
+    landlock.abi_version() < landlock.NETWORK_ABI, reason="needs Landlock ABI 4 or later"
+)
+def test_status_says_under_each_server_whether_a_sandbox_is_enforced(headless: Any) -> None:
+    boxed = {**python_server(ECHO), "sandbox": {"network": False}}
+    tray = headless({"mcpServers": {"boxed": boxed, "free": python_server(ECHO)}})
+    tray.wait_state("boxed", "ready")
+    tray.wait_state("free", "ready")
+
+    lines = cli(tray.home, "status").stdout.splitlines()
+    shown = {s["name"]: s["sandbox"] for s in tray.status()["servers"]}
+
+    expected = f"landlock ABI {landlock.abi_version()} — write 1 folder, network off"
+    assert shown == {"boxed": expected, "free": "none"}
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("boxed "))
+    assert lines[at + 1].strip() == f"sandbox: {expected}"
+    assert not any("sandbox" in line for line in lines if "free" in line)
 
 
 def test_doctor_exits_1_and_names_parked_servers_and_tripped_sessions(headless: Any) -> None:

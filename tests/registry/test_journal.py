@@ -71,7 +71,7 @@ def seen(started: float = NOW, arguments: object = None, **fields: Any) -> Seen:
         "result": {"content": [{"type": "text", "text": "hi"}]},
     }
     values.update(fields)
-    # The loop takes the result's summary (core.serving.call_journal): as it does.
+    # The loop takes the result's summary (core.serving.observe.call_journal): as it does.
     values["result_size"], values["result_head"] = result_summary(values.pop("result"))
     return Seen(**values)
 
