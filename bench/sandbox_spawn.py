@@ -22,6 +22,7 @@ from pathlib import Path
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.harness.records import Row, record
 from core.platform import sandboxing
 from core.settings.config import ServerConfig
 from core.settings.config_model import SandboxConfig
@@ -89,7 +90,20 @@ def main() -> None:
         )
     added = statistics.median(sandboxed) - statistics.median(direct)
     print(f"  the sandbox adds {added:.1f} ms per start (plus planning)")
-    print(f"command: .venv/bin/python bench/sandbox_spawn.py --runs {args.runs}")
+    command = f".venv/bin/python bench/sandbox_spawn.py --runs {args.runs}"
+    print(f"command: {command}")
+    figures = {
+        "added_ms": added,
+        "planning_ms": statistics.median(plans),
+        "bare_python_ms": statistics.median(bare),
+    }
+    row = Row(
+        "a sandboxed server's start, over a direct exec (Landlock launcher)",
+        "an extra Python start",
+        "+{added_ms:.1f} ms median, plus {planning_ms:.1f} ms planning "
+        "(a bare python -I -S: {bare_python_ms:.1f} ms)",
+    )
+    record("sandbox_spawn", command, figures, [row])
 
 
 if __name__ == "__main__":
