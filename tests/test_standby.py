@@ -24,6 +24,8 @@ from core.base.errors import ConfigError, ExitedMidCall
 from core.base.snapshot import Event, EventKind
 from core.base.states import ServerState
 from core.settings.config import load_config
+from core.supervision.idle import IdleWatch
+from core.supervision.routing import NO_CALLER, Routing
 from core.supervision.server import ManagedServer
 from tests.conftest import (
     ECHO,
@@ -36,6 +38,7 @@ from tests.conftest import (
     wait_ready,
     wait_until,
 )
+from tests.fakes import FakeClock
 from tests.gateway_support import Services, sdk_client, text
 
 SLOW_MODERN = SERVERS / "slow_modern.py"
@@ -296,3 +299,20 @@ def test_standby_on_an_entry_made_per_session_or_workspace_is_a_config_error(
     assert error.line is not None and '"standby"' in path.read_text().splitlines()[error.line - 1]
     assert f'a "{sharing}" entry takes no standby' in said
     assert 'Fix: remove "standby", or use it on a stateless "shared" server' in said
+
+
+async def test_a_new_spare_waits_for_the_calls_in_flight_then_starts(fake_clock: FakeClock) -> None:
+    # Its start would compete with their answers for the CPU (bench/recovery.py --standby).
+    routing = Routing("echo")
+    idle = IdleWatch(fake_clock, routing)
+    first, second = routing.open_call(NO_CALLER), routing.open_call(NO_CALLER)
+    waiting = asyncio.ensure_future(idle.until_no_call())
+    await asyncio.sleep(0)  # it waits now
+
+    routing.close_call(first)
+    for _ in range(5):  # let it look again: one call is still in flight
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    routing.close_call(second)
+
+    await asyncio.wait_for(waiting, 5)

@@ -273,7 +273,7 @@ class RunLoop:
                 if server.catalog.modern:
                     server.listen.open(upstream)
                 if self.wants_standby:
-                    self.standby.fill()
+                    self.standby.fill(first=server.idle.until_no_call)
                 server.idle.touch()  # idle counts from ready, not from the spawn
                 idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
                 try:

@@ -32,6 +32,10 @@ from core.supervision.upstream import Handshake, ServerRequestHandler, Upstream
 
 #: Opens a spare's session: its handshake (the server's pinned era or the probe).
 SessionOpener = Callable[[Upstream], Awaitable[Handshake]]
+#: At most this long a new spare waits for the calls in flight when the run became
+#: ready (those a take-over was waiting for): its own start, a whole interpreter
+#: importing its SDK, would otherwise compete with their answers for the CPU.
+SETTLE_SECONDS = 1.0
 
 
 @dataclass
@@ -87,15 +91,18 @@ class Standby:
         #: Ends of spares that died unused or failed their start.
         self._ending: set[asyncio.Task[None]] = set()
 
-    def fill(self) -> None:
-        """Prepare a spare in the background unless one is ready (or on its way)."""
+    def fill(self, first: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Prepare a spare in the background unless one is ready (or on its way); after
+        ``first`` (bounded by ``SETTLE_SECONDS``) when given."""
         if self._filling is not None and not self._filling.done():
             return
         if self.spare is not None and self.spare.usable():
             return
-        self._filling = asyncio.ensure_future(self._fill())
+        self._filling = asyncio.ensure_future(self._fill(first))
 
-    async def _fill(self) -> None:
+    async def _fill(self, first: Callable[[], Awaitable[None]] | None) -> None:
+        if first is not None:
+            await wait_within(self._clock, first(), SETTLE_SECONDS)
         try:
             child = await self._spawn()
         except SpawnError as exc:
