@@ -17,8 +17,16 @@ successful call, so the rapid-drop budget never parks it):
 Cold start is STARTING -> READY of the same generation (spawn, initialize
 handshake, tools listed), taken for the first spawn and every respawn.
 
+``--standby`` runs the entry with ``"standby": true``: after each kill the
+bench waits until the next spare is ready (spawned, handshaken, its tools
+listed) before it kills again, and reports that wait, from the kill, as
+"spare ready after" (no part of kill -> answered); the generations that began
+as a spare taking over are reported apart from the cold starts. ``--slow-start``
+and ``--standby`` runs keep a record of their own (recovery-slow-standby, ...)
+for the pages that quote them (docs/lean.md), with no row in the table.
+
 Targets (issue): exit seen p50 < 20 ms; recovery (kill -> answered) p50 <=
-cold start p50 + 100 ms. Figures are reported, not asserted: the exit code
+cold start p50 + 100 ms; with a standby spare, kill -> answered p50 < 50 ms. Figures are reported, not asserted: the exit code
 is 0 unless the bench itself breaks. Run: .venv/bin/python bench/recovery.py
 """
 
@@ -383,17 +391,29 @@ def main() -> int:
             f"{answered:.1f} ms (p95 {percentile(results.answered_ms, 0.95):.1f} ms)  {verdict}"
         )
     print(f"reproduce: {command}")
-    if args.standby or args.slow_start is not None:
-        return 0  # README's table holds the default run's figures only
     figures = {
         "exit_seen_p50_ms": exit_p50,
         "exit_seen_p95_ms": percentile(results.exit_seen_ms, 0.95),
         "answered_p50_ms": percentile(results.answered_ms, 0.50),
+        "answered_p95_ms": percentile(results.answered_ms, 0.95),
         "cold_start_p50_ms": percentile(cold, 0.50),
         "recovery_over_cold_p50_ms": over,
     }
+    if results.spare_ready_ms:
+        figures["spare_ready_p50_ms"] = percentile(results.spare_ready_ms, 0.50)
+        figures["spare_ready_p95_ms"] = percentile(results.spare_ready_ms, 0.95)
+    if takeovers:
+        figures["takeover_p50_ms"] = percentile(takeovers, 0.50)
     portable = chosen.name == PORTABLE
     name = "recovery-portable" if portable else "recovery"
+    if args.standby or args.slow_start is not None:
+        # Kept for the pages that quote them (docs/lean.md); measured.md's table holds
+        # the default run's rows only.
+        name += ("-slow" if args.slow_start is not None else "") + (
+            "-standby" if args.standby else ""
+        )
+        record(name, command, figures, ())
+        return 0
     record(name, command, figures, ROWS["portable" if portable else "native"])
     return 0
 

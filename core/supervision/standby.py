@@ -103,6 +103,11 @@ class Standby:
     async def _fill(self, first: Callable[[], Awaitable[None]] | None) -> None:
         if first is not None:
             await wait_within(self._clock, first(), SETTLE_SECONDS)
+        if self.spare is not None:
+            # It died unused since it was ready: its pipes and exit watch go with it.
+            dead, self.spare = self.spare, None
+            self._log(f"standby: spare pid {dead.pid} had died unused")
+            self._discard(dead)
         try:
             child = await self._spawn()
         except SpawnError as exc:
@@ -127,7 +132,7 @@ class Standby:
             finished, _ = await wait_within(self._clock, self._prepare(spare), limit)
             if not finished:
                 raise TimeoutError(f"no handshake within {limit:g} s")
-        except (RpcError, ConnectionLost, TimeoutError) as exc:
+        except Exception as exc:
             # No retry until the next run is ready: a spare that cannot start would
             # otherwise be spawned again and again beside a healthy server.
             self._log(f"standby: spare pid {child.pid} failed its start ({_describe(exc)})")
@@ -136,7 +141,6 @@ class Standby:
             return
         self._preparing = None
         self.spare = spare
-        assert spare.handshake is not None
         era = spare.learnt.version or "an unknown revision"
         self._log(f"standby: spare pid {child.pid} ready (speaks {era}, tools listed)")
 
