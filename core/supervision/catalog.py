@@ -131,6 +131,22 @@ class Catalog:
         self._index_tools()
         return changed
 
+    async def take_lists(self, learnt: "Catalog") -> list[str]:
+        """The lists a standby spare learnt on its own (no review: a bare Catalog), as
+        this server's; returns the kinds whose list changed, as ``refresh`` does."""
+        before = {kind: self.lists.get(kind, []) for kind in LIST_KINDS}
+        self.lists = dict(learnt.lists)
+        self.hints = dict(learnt.hints)
+        if "tools" in self.capabilities:
+            # Screened here, not by the spare: what the person approved is this server's.
+            self.listed_tools = learnt.listed_tools
+            self.lists["tools"] = self.screened(self.listed_tools)
+            if self.review is not None:
+                await self.review.flush()
+        self._index_tools()
+        self.revision += 1
+        return [kind for kind in LIST_KINDS if self.lists.get(kind, []) != before[kind]]
+
     def screened(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What of ``tools`` may be offered (all of them where nothing reviews them)."""
         return tools if self.review is None else self.review.screen(tools)

@@ -23,12 +23,21 @@ class IdleWatch:
         #: The last moment something that needs the child began or ended.
         self.last_moved = clock.monotonic()
         self._moved = asyncio.Event()
+        #: Replaced at every move: a waiter of its own, which nobody else clears.
+        self._next_move = asyncio.Event()
         routing.on_activity = self.touch
 
     def touch(self) -> None:
         """Something began or ended (a call, a server request, a subscription, a config edit)."""
         self.last_moved = self._clock.monotonic()
         self._moved.set()
+        moved, self._next_move = self._next_move, asyncio.Event()
+        moved.set()
+
+    async def until_no_call(self) -> None:
+        """Until no call is in flight (unbounded: the caller bounds it)."""
+        while self._routing.calls_open:
+            await self._next_move.wait()
 
     def needed_by(self) -> str | None:
         """What needs the child now, in words; None when nothing does."""

@@ -39,8 +39,8 @@ from core.supervision.logs import LogSink
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
-from core.supervision.standby import Standby
-from core.supervision.upstream import Upstream
+from core.supervision.standby import Spare, Standby
+from core.supervision.upstream import Handshake, Upstream
 
 S = ServerState
 
@@ -114,13 +114,25 @@ class RunLoop:
         self.current_run: Run | None = None
         self.standby = Standby(
             self.spawn_fresh,
+            lambda upstream: self.open_session(
+                upstream, lambda text: self.server.log(f"standby: {text}")
+            ),
+            lambda method, params: self.server.routing.route_request(method, params),
             server.log,
             lambda text: self.stderr_line(self.generation + 1, text),
+            lambda: self.server.timing.start_timeout,
             server.timing.stop,
             server.clock,
         )
         #: Whether the last run was replaced for going over its memory limit.
         self.last_over_limit = False
+
+    @property
+    def wants_standby(self) -> bool:
+        # A child made for one session or workspace (a placement child of a standby
+        # entry) takes none: a spare could not know whose it would be.
+        config = self.server.config
+        return config.standby and config.sharing == "shared"
 
     async def supervise(self) -> None:
         try:
@@ -146,7 +158,7 @@ class RunLoop:
             if server.state is S.PARKED:
                 await self.wait_parked()
                 continue
-            if server.config.standby and self.standby.ready:
+            if self.wants_standby and self.standby.ready:
                 continue  # the spare is up: it takes over now, not after a backoff
             delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
             await self.backoff(delay)
@@ -176,8 +188,9 @@ class RunLoop:
         self.current_run = run
         server.routing.new_run()
         server.change_state(S.STARTING, f"spawning generation {run.generation}")
+        spare = self.standby.take() if self.wants_standby else None
         try:
-            child = await self.spawn()
+            child = spare.child if spare is not None else await self.spawn_fresh()
         except SpawnError as exc:
             run.mark_dead(exc.reason)
             server.note_error(f"failed to start: {exc.reason}")
@@ -193,7 +206,7 @@ class RunLoop:
         server.log(f"generation {run.generation} spawned: pid {child.pid}: {' '.join(child.argv)}")
         stderr_task = asyncio.ensure_future(self.pump_stderr(child, run.generation))
         try:
-            await self.serve(run, child)
+            await self.serve(run, child, spare)
         except asyncio.CancelledError:
             run.intentional = True
             raise
@@ -201,12 +214,6 @@ class RunLoop:
             await self.finish(run, child, stderr_task)
         self.account_end(run)
         return run
-
-    async def spawn(self) -> ChildProcess:
-        """The standby spare when there is one alive, else a fresh child."""
-        if self.server.config.standby and (spare := self.standby.take()) is not None:
-            return spare
-        return await self.spawn_fresh()
 
     async def spawn_fresh(self) -> ChildProcess:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
@@ -289,107 +296,137 @@ class RunLoop:
             return await asyncio.to_thread(server.env_resolver, server.config)
         return server.env_resolver(server.config)
 
-    async def serve(self, run: Run, child: ChildProcess) -> None:
+    async def serve(self, run: Run, child: ChildProcess, spare: Spare | None) -> None:
         server = self.server
-        async with Upstream.open(
-            child,
+
+        def junk(line: str) -> None:
+            self.stderr_line(run.generation, f"(stdout, not JSON-RPC) {line}")
+
+        if spare is None:
+            async with Upstream.open(
+                child,
+                on_request=server.routing.route_request,
+                on_notification=self.on_notification,
+                on_junk=junk,
+            ) as upstream:
+                await self.serve_session(run, child, upstream, None)
+            return
+        spare.upstream.rebind(
             on_request=server.routing.route_request,
             on_notification=self.on_notification,
-            on_junk=lambda line: self.stderr_line(run.generation, f"(stdout, not JSON-RPC) {line}"),
-        ) as upstream:
-            run.upstream = upstream
-            handshake = asyncio.ensure_future(self.handshake(run, upstream))
-            ended = asyncio.ensure_future(self.watch_end(run, child, upstream))
-            try:
-                await asyncio.wait([handshake, ended], return_when=asyncio.FIRST_COMPLETED)
-                failure = handshake.exception() if handshake.done() else None
-                if handshake.done() and failure is None and not run.dead.is_set():
-                    run.ready.set()
-                    server.change_state(S.READY, "handshake done, tools listed")
-                    health = asyncio.ensure_future(self.health(run, upstream))
-                    if server.catalog.modern:
-                        server.listen.open(upstream)
-                    if server.config.standby:
-                        self.standby.fill()
-                    server.idle.touch()  # idle counts from ready, not from the spawn
-                    idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
-                    try:
-                        # The run ends by itself, by its memory limit, or by its idle time.
-                        limited = asyncio.ensure_future(
-                            self.watch_limits(run, child, upstream, ended)
-                        )
-                        await asyncio.wait([limited, idle], return_when=asyncio.FIRST_COMPLETED)
-                        if limited.done():
-                            limited.result()
-                        elif idle.done() and not ended.done():
-                            limited.cancel()
-                            await asyncio.gather(limited, return_exceptions=True)
-                            # Ours to end, not an exit: the stop contract follows (finish).
-                            run.intentional = True
-                            server.change_state(
-                                S.SLEEPING,
-                                f"nothing needed it for {idle.result():g} s: stopped until a "
-                                "request needs it",
-                            )
-                    finally:
-                        server.listen.close()
-                        for task in (health, idle):
-                            task.cancel()
-                        await asyncio.gather(health, idle, return_exceptions=True)
-                elif failure is not None:
-                    detail = _describe_failure(failure)
-                    server.note_error(f"start failed: {detail}")
-                    server.log(f"generation {run.generation} failed to start: {detail}")
-                    if child.is_alive() and not isinstance(failure, ConnectionLost):
-                        # Alive but unusable (it refused, or never answered): the
-                        # stop contract ends it, and its end is ours, not an exit
-                        # of its own (so the watch that would report it as one
-                        # goes first).
-                        ended.cancel()
-                        await asyncio.gather(ended, return_exceptions=True)
-                        await child.stop(server.timing.stop, server.log, server.clock)
-                        ended_as = f"stopped by mcp-tray after a failed start ({detail})"
-                    else:
-                        # Its stdout closed: it is on its way out, and its own exit
-                        # says how (the stop contract only sees to the rest).
-                        if child.is_alive():
-                            await child.stop(server.timing.stop, server.log, server.clock)
-                        ended_as = f"{describe_returncode(child.returncode)} during the handshake ({detail})"
-                    self.on_dead(run, ended_as)
-                    if (
-                        isinstance(failure, RpcError)
-                        and failure.code != REQUEST_TIMEOUT
-                        and server.config.protocol != "auto"
-                    ):
-                        # It answered, and refused the era it is pinned to: starting
-                        # it again would only be refused again.
-                        server.park(
-                            f'it does not speak the era its config pins ("protocol": '
-                            f'"{server.config.protocol}"): {detail}'
-                        )
-                else:
-                    await ended
-            finally:
-                for task in (handshake, ended):
-                    task.cancel()
-                await asyncio.gather(handshake, ended, return_exceptions=True)
+            on_junk=junk,
+        )
+        spare.taken.set()
+        try:
+            await self.serve_session(run, child, spare.upstream, spare)
+        finally:
+            await spare.upstream.aclose()
 
-    async def handshake(self, run: Run, upstream: Upstream) -> None:
+    async def serve_session(
+        self, run: Run, child: ChildProcess, upstream: Upstream, spare: Spare | None
+    ) -> None:
+        server = self.server
+        run.upstream = upstream
+        handshake = asyncio.ensure_future(self.handshake(run, upstream, spare))
+        ended = asyncio.ensure_future(self.watch_end(run, child, upstream))
+        try:
+            await asyncio.wait([handshake, ended], return_when=asyncio.FIRST_COMPLETED)
+            failure = handshake.exception() if handshake.done() else None
+            if handshake.done() and failure is None and not run.dead.is_set():
+                run.ready.set()
+                server.change_state(S.READY, "handshake done, tools listed")
+                health = asyncio.ensure_future(self.health(run, upstream))
+                if server.catalog.modern:
+                    server.listen.open(upstream)
+                if self.wants_standby:
+                    self.standby.fill(first=server.idle.until_no_call)
+                server.idle.touch()  # idle counts from ready, not from the spawn
+                idle = asyncio.ensure_future(server.idle.until_idle(server.idle_limit))
+                try:
+                    # The run ends by itself, by its memory limit, or by its idle time.
+                    limited = asyncio.ensure_future(self.watch_limits(run, child, upstream, ended))
+                    await asyncio.wait([limited, idle], return_when=asyncio.FIRST_COMPLETED)
+                    if limited.done():
+                        limited.result()
+                    elif idle.done() and not ended.done():
+                        limited.cancel()
+                        await asyncio.gather(limited, return_exceptions=True)
+                        # Ours to end, not an exit: the stop contract follows (finish).
+                        run.intentional = True
+                        server.change_state(
+                            S.SLEEPING,
+                            f"nothing needed it for {idle.result():g} s: stopped until a "
+                            "request needs it",
+                        )
+                finally:
+                    server.listen.close()
+                    for task in (health, idle):
+                        task.cancel()
+                    await asyncio.gather(health, idle, return_exceptions=True)
+            elif failure is not None:
+                detail = _describe_failure(failure)
+                server.note_error(f"start failed: {detail}")
+                server.log(f"generation {run.generation} failed to start: {detail}")
+                if child.is_alive() and not isinstance(failure, ConnectionLost):
+                    # Alive but unusable (it refused, or never answered): the
+                    # stop contract ends it, and its end is ours, not an exit
+                    # of its own (so the watch that would report it as one
+                    # goes first).
+                    ended.cancel()
+                    await asyncio.gather(ended, return_exceptions=True)
+                    await child.stop(server.timing.stop, server.log, server.clock)
+                    ended_as = f"stopped by mcp-tray after a failed start ({detail})"
+                else:
+                    # Its stdout closed: it is on its way out, and its own exit
+                    # says how (the stop contract only sees to the rest).
+                    if child.is_alive():
+                        await child.stop(server.timing.stop, server.log, server.clock)
+                    ended_as = (
+                        f"{describe_returncode(child.returncode)} during the handshake ({detail})"
+                    )
+                self.on_dead(run, ended_as)
+                if (
+                    isinstance(failure, RpcError)
+                    and failure.code != REQUEST_TIMEOUT
+                    and server.config.protocol != "auto"
+                ):
+                    # It answered, and refused the era it is pinned to: starting
+                    # it again would only be refused again.
+                    server.park(
+                        f'it does not speak the era its config pins ("protocol": '
+                        f'"{server.config.protocol}"): {detail}'
+                    )
+            else:
+                await ended
+        finally:
+            for task in (handshake, ended):
+                task.cancel()
+            await asyncio.gather(handshake, ended, return_exceptions=True)
+
+    async def open_session(self, upstream: Upstream, note: Callable[[str], None]) -> Handshake:
+        server = self.server
+        return await upstream.start_session(
+            server.config.protocol, server.timing.probe_timeout, clock=server.clock, note=note
+        )
+
+    async def handshake(self, run: Run, upstream: Upstream, spare: Spare | None) -> None:
+        """The session of a fresh child, or the one a standby spare opened beforehand."""
         server = self.server
 
         async def handshake() -> None:
             catalog = server.catalog
-            catalog.adopt(
-                await upstream.start_session(
-                    server.config.protocol,
-                    server.timing.probe_timeout,
-                    clock=server.clock,
-                    note=server.log,
-                )
-            )
+            if spare is None or spare.handshake is None:
+                catalog.adopt(await self.open_session(upstream, server.log))
+            else:
+                catalog.adopt(spare.handshake)
             how = "server/discover answered" if catalog.modern else "initialize answered"
+            if spare is not None:
+                how += " the standby spare"
             server.log(f"speaks {catalog.version} ({how})")
-            changed = await catalog.refresh(upstream)
+            if spare is None:
+                changed = await catalog.refresh(upstream)
+            else:
+                changed = await catalog.take_lists(spare.learnt)
             if not catalog.modern:
                 # The stateless era has no connection state to restore.
                 await server.routing.replay(upstream, catalog.capabilities)

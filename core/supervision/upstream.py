@@ -116,6 +116,7 @@ class Upstream:
         self._next_id = 0
         #: Set when the read side ended (stdout EOF, or the leader exited).
         self.closed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -132,17 +133,49 @@ class Upstream:
         on_notification: NotificationHandler,
         on_junk: JunkHandler,
     ) -> AsyncIterator["Upstream"]:
-        upstream = cls(child, on_request, on_notification, on_junk)
-        reader = asyncio.ensure_future(upstream._read_until_end())
+        upstream = cls.start(
+            child, on_request=on_request, on_notification=on_notification, on_junk=on_junk
+        )
         try:
             yield upstream
         finally:
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
-            upstream._fail_pending()
-            for task in list(upstream._tasks):
-                task.cancel()
-            await asyncio.gather(*upstream._tasks, return_exceptions=True)
+            await upstream.aclose()
+
+    @classmethod
+    def start(
+        cls,
+        child: ChildProcess,
+        *,
+        on_request: ServerRequestHandler,
+        on_notification: NotificationHandler,
+        on_junk: JunkHandler,
+    ) -> "Upstream":
+        """A session that outlives the task that opened it (a standby spare's, which one
+        task prepares and the run loop later serves); ``aclose`` ends it."""
+        upstream = cls(child, on_request, on_notification, on_junk)
+        upstream._reader = asyncio.ensure_future(upstream._read_until_end())
+        return upstream
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        self._fail_pending()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def rebind(
+        self,
+        *,
+        on_request: ServerRequestHandler,
+        on_notification: NotificationHandler,
+        on_junk: JunkHandler,
+    ) -> None:
+        """Whose the child's own messages are from now on (a spare taking over)."""
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_junk = on_junk
 
     # ---------------------------------------------------------- outbound
 
