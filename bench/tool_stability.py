@@ -28,28 +28,15 @@ from typing import Any
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.harness.zoo import NPM, PYPI
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import default_paths
 from core.supervision.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
-NPM = {
-    "everything": ("@modelcontextprotocol/server-everything", "mcp-server-everything", ["stdio"]),
-    "memory": ("@modelcontextprotocol/server-memory", "mcp-server-memory", []),
-    "filesystem": ("@modelcontextprotocol/server-filesystem", "mcp-server-filesystem", ["{dir}"]),
-    "sequential-thinking": (
-        "@modelcontextprotocol/server-sequential-thinking",
-        "mcp-server-sequential-thinking",
-        [],
-    ),
-}
 #: PyPI servers run through ``uvx`` (with ``--uvx PATH``): name -> argv after uvx.
-UVX = {
-    "time": ["mcp-server-time"],
-    "fetch": ["mcp-server-fetch"],
-    "git": ["mcp-server-git", "--repository", str(ROOT)],
-}
+UVX = {name: [binary, *args] for name, (binary, args) in PYPI.items()}
 #: A cold npx start (a download) can take this long.
 READY_SECONDS = 180.0
 
