@@ -187,6 +187,32 @@ async def test_a_stopped_member_is_searched_from_its_catalog_and_call_tool_gets_
 
 
 @BOTH_ERAS
+async def test_a_sleeping_member_is_found_without_waking_and_call_tool_wakes_it(
+    services: Services, mode: str
+) -> None:
+    entry = {**python_server(ECHO), "start": "on-demand"}
+    # A first tray starts it once to learn its catalog (kept in the state folder), then quits.
+    first = await services.start({"a": entry})
+    await wait_ready(first.supervisor.server("a"), timeout=STARTING)
+    await first.aclose()
+    services.started.remove(first)
+    service = await services.start({"a": entry}, profiles={"lean": SEARCH})
+    a = service.supervisor.server("a")
+    await wait_until(lambda: a.state is ServerState.SLEEPING, what="a asleep")
+
+    async with sdk_client(service, "@lean", mode) as client:
+        found = await client.call_tool("search_tools", {"query": "echo text"})
+        assert (a.state, a.pid) == (ServerState.SLEEPING, None)  # found from its catalog
+        called = await client.call_tool(
+            "call_tool", {"name": "a__echo", "arguments": {"text": "woken by call_tool"}}
+        )
+
+    assert structured(found)["tools"][0]["name"] == "a__echo"
+    assert not called.is_error and text(called) == "woken by call_tool"
+    assert a.state is ServerState.READY and a.pid is not None
+
+
+@BOTH_ERAS
 async def test_call_tool_is_retried_once_on_the_respawned_child_when_a_read_only_call_is_cut(
     services: Services, tmp_path: Path, mode: str
 ) -> None:
