@@ -262,3 +262,31 @@ def test_the_oversight_keys_are_read_into_the_config(tmp_path: Path) -> None:
     assert config.servers["s"].on_tool_change == "warn"
     assert config.profiles["p"].approve == ("s__write_*",)
     assert config.approval_timeout_s == 30.0
+
+
+async def test_an_on_demand_server_whose_tool_changed_while_it_slept_is_caught_when_a_call_wakes_it(
+    services: Services, tmp_path: Path
+) -> None:
+    (tmp_path / "greet.txt").write_text(OLD)
+    lazy = entry(tmp_path, start="on-demand")
+    # Its first run fingerprints its tools and keeps its catalog; then the tray quits.
+    service = await ready(services, entry=lazy)
+    await service.aclose()
+    services.started.remove(service)
+    (tmp_path / "greet.txt").write_text(NEW)
+    service = await services.start({"reviewed": lazy})
+    server = service.supervisor.server("reviewed")
+    await wait_until(lambda: server.state.value == "sleeping", what="reviewed asleep")
+
+    async with http_client(service, "reviewed") as session:
+        # Woken by this call: its new description is seen at its start and greet is held.
+        woke = await session.call_tool("peek", {"thing": "x"})
+        held = await session.call_tool("greet", {"name": "x"})
+        listed = [t.name for t in (await session.list_tools()).tools]
+
+    assert not woke.is_error, text(woke)
+    [item] = [i.to_json() for i in service.approvals.snapshots()]
+    assert (item["kind"], item["tool"]) == ("tool-change", "greet")
+    assert item["new"]["description"] == NEW
+    assert held.is_error and f"mcp-tray approve {item['id']}" in text(held)
+    assert "greet" not in listed and "peek" in listed
