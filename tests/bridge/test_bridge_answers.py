@@ -23,12 +23,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from core.serving.service import TrayService
-from core.settings.config import load_config
 from core.settings.paths import Paths
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, python_server, wait_until
 from tests.support.bridge_lines import LineClient, hello
 from tests.support.gateway_support import REPO, bridge_client, bridge_env, text
+from tests.support.trays import Trays
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the bridge tests run on POSIX")
 
@@ -36,28 +35,6 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the bridge test
 PROMPT_SECONDS = 2.0
 #: An SDK session's read timeout: an answer it cannot match fails as this, not as a hang.
 READ_TIMEOUT = 15.0
-
-
-class Trays:
-    """Trays in this process, one after another, on one home and config."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
-        self.current: TrayService | None = None
-
-    async def start(self) -> TrayService:
-        assert self.current is None
-        service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
-        await service.start()
-        self.current = service
-        for server in service.supervisor.servers.values():
-            await wait_ready(server)
-        return service
-
-    async def stop(self) -> None:
-        if self.current is not None:
-            service, self.current = self.current, None
-            await service.aclose()
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ the tray finds each request's process from its connection (psutil). A real bridg
 """
 
 import asyncio
-import json
-import subprocess
-import sys
 from typing import Any
 
 import httpx2
@@ -23,18 +20,18 @@ from core.serving.calls.translate import OTHER_SESSION
 from core.serving.eras.identity import BORROWED
 from core.serving.service import TrayService
 from tests.conftest import ECHO, python_server, wait_ready
-from tests.support.gateway_support import REPO, Services, modern_request, sdk_bridge, text
+from tests.support.gateway_support import (
+    Services,
+    modern_request,
+    post_from_another_process,
+    sdk_bridge,
+    text,
+)
 from tests.support.isolation_support import LEGACY
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 #: Sends one 2026-07-28 request from a process of its own, prints the answer.
-OTHER_PROCESS = """
-import json, sys, httpx
-url, token, body, headers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-headers["authorization"] = "Bearer " + token
-print(json.dumps(httpx.post(url, json=body, headers=headers, timeout=30).json()))
-"""
 ANSWER = {"role": "assistant", "content": {"type": "text", "text": "A's answer"}, "model": "m"}
 
 
@@ -58,23 +55,7 @@ async def from_here(service: TrayService, server: str, body: Any, headers: Any) 
 
 
 def from_another_process(service: TrayService, server: str, body: Any, headers: Any) -> Any:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            OTHER_PROCESS,
-            f"{service.url}/mcp/{server}",
-            service.token,
-            json.dumps(body),
-            json.dumps(headers),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        cwd=str(REPO),
-    )
-    return json.loads(done.stdout)
+    return post_from_another_process(service, server, body, headers)
 
 
 async def test_a_worker_header_sent_by_another_living_process_is_refused_and_borrows_nothing(

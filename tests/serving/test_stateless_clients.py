@@ -10,9 +10,6 @@ by calling the gateway's housekeeping directly, never by waiting for it.
 """
 
 import asyncio
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +18,11 @@ import pytest
 from core.serving.service import TrayService
 from tests.conftest import ECHO, python_server, wait_ready, wait_until
 from tests.support.gateway_support import (
-    REPO,
     Services,
     http_client,
     modern_post,
     modern_request,
+    post_from_another_process,
     sdk_bridge,
     text,
     worker_rows,
@@ -35,12 +32,6 @@ from tests.support.isolation_support import LEGACY, Seen, heard, start_chatty
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 #: Sends one 2026-07-28 tools/call from a process of its own, prints the answer.
-OTHER_PROCESS = """
-import json, sys, httpx
-url, token, body, headers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-headers["authorization"] = "Bearer " + token
-print(json.dumps(httpx.post(url, json=body, headers=headers, timeout=30).json()))
-"""
 
 
 def sessions_of(service: TrayService, server: str) -> list[Any]:
@@ -49,24 +40,7 @@ def sessions_of(service: TrayService, server: str) -> list[Any]:
 
 def from_another_process(service: TrayService, server: str, tool: str) -> dict[str, Any]:
     body, headers = modern_request("tools/call", {"name": tool, "arguments": {}})
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            OTHER_PROCESS,
-            f"{service.url}/mcp/{server}",
-            service.token,
-            json.dumps(body),
-            json.dumps(headers),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        cwd=str(REPO),
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
+    return post_from_another_process(service, server, body, headers)
 
 
 async def test_one_client_process_is_one_session_and_one_child_whatever_its_connections(

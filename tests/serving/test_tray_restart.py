@@ -23,11 +23,9 @@ from mcp.shared.exceptions import MCPError
 
 from core.base.envvars import RECONNECT_SECONDS_ENV
 from core.base.errors import NotRunning
-from core.serving.service import TrayService
-from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.runtime import running_instance
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
+from tests.conftest import ECHO, python_server, wait_until
 from tests.support.gateway_support import (
     REPO,
     bridge_client,
@@ -37,6 +35,7 @@ from tests.support.gateway_support import (
     worker_row,
 )
 from tests.support.isolation_support import Seen, chatty, heard
+from tests.support.trays import Trays
 
 #: Every start on a new free port: the bridge must find the tray wherever it went.
 ANY_PORT = {"port": 0}
@@ -48,28 +47,6 @@ def write_config(paths: Paths) -> None:
     paths.config_file.write_text(
         json.dumps({"gateway": ANY_PORT, "mcpServers": {"echo": python_server(ECHO)}})
     )
-
-
-class Trays:
-    """Trays in this process, one after another, on the same home."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
-        self.current: TrayService | None = None
-
-    async def start(self) -> TrayService:
-        assert self.current is None
-        service = TrayService(load_config(self.paths.config_file), self.paths, timing=FAST_TIMING)
-        await service.start()
-        self.current = service
-        for server in service.supervisor.servers.values():
-            await wait_ready(server)
-        return service
-
-    async def stop(self) -> None:
-        if self.current is not None:
-            service, self.current = self.current, None
-            await service.aclose()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -284,3 +285,36 @@ def events(body: str) -> list[dict[str, Any]]:
     return [
         json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")
     ]
+
+
+#: A POST from a process of its own (argv: url, token, body, headers; prints the answer).
+OTHER_PROCESS = """
+import json, sys, httpx
+url, token, body, headers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+headers["authorization"] = "Bearer " + token
+print(json.dumps(httpx.post(url, json=body, headers=headers, timeout=30).json()))
+"""
+
+
+def post_from_another_process(
+    service: TrayService, server: str, body: Any, headers: Any
+) -> dict[str, Any]:
+    """One request to ``/mcp/SERVER`` from another process: its peer is not this one."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            OTHER_PROCESS,
+            f"{service.url}/mcp/{server}",
+            service.token,
+            json.dumps(body),
+            json.dumps(headers),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=str(REPO),
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
