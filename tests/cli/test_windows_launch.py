@@ -21,58 +21,7 @@ import pytest
 from core.cli import desktop_windows
 from core.cli.launcher import GUI_SCRIPT, launcher_argv
 from tests.support.cli_support import NO_KEYRING, run_mcp_tray
-
-
-def command_line_to_argv(line: str) -> list[str]:
-    """``line`` split as CommandLineToArgvW and the Microsoft C runtime split it.
-
-    argv[0] is the program name: up to the closing quote when it opens with
-    one, else up to white space, backslashes literal. After it: white space
-    separates arguments outside quotes; 2n backslashes before a quote give n
-    and the quote toggles quoting; 2n+1 give n and a literal quote; other
-    backslashes are literal; inside quotes, ``""`` is one literal quote.
-    """
-    n = len(line)
-    if line.startswith('"'):
-        end = line.find('"', 1)
-        end = n if end < 0 else end
-        argv, i = [line[1:end]], end + 1
-    else:
-        end = next((j for j, c in enumerate(line) if c in " \t"), n)
-        argv, i = [line[:end]], end
-    while True:
-        while i < n and line[i] in " \t":
-            i += 1
-        if i >= n:
-            return argv
-        arg: list[str] = []
-        quoted = False
-        while i < n and (quoted or line[i] not in " \t"):
-            char = line[i]
-            if char == "\\":
-                j = i
-                while j < n and line[j] == "\\":
-                    j += 1
-                count = j - i
-                if j < n and line[j] == '"':
-                    arg.append("\\" * (count // 2))
-                    if count % 2:
-                        arg.append('"')
-                        j += 1
-                else:
-                    arg.append("\\" * count)
-                i = j
-            elif char == '"':
-                if quoted and i + 1 < n and line[i + 1] == '"':
-                    arg.append('"')
-                    i += 2
-                else:
-                    quoted = not quoted
-                    i += 1
-            else:
-                arg.append(char)
-                i += 1
-        argv.append("".join(arg))
+from tests.support.windows_argv import command_line_to_argv
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from core.platform.commands import (
     is_batch,
     popen_command,
 )
+from tests.support.windows_argv import crt_split
 
 SCRIPT = "C:\\Program Files\\nodejs\\npx.cmd"
 ENV = {"PATH": "C:\\Windows", "USERNAME": "ada", "CD": "C:\\Users\\ada"}
@@ -87,44 +88,6 @@ def split_commands(line: str) -> list[str]:
         i += 1
     commands.append("".join(current))
     return commands
-
-
-def crt_split(line: str) -> list[str]:
-    """The Microsoft C runtime's argv rules (what node.exe, python.exe read)."""
-    args: list[str] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in " \t":
-            i += 1
-        if i >= n:
-            return args
-        arg: list[str] = []
-        quoted = False
-        while i < n and (quoted or line[i] not in " \t"):
-            if line[i] == "\\":
-                j = i
-                while j < n and line[j] == "\\":
-                    j += 1
-                count = j - i
-                if j < n and line[j] == '"':
-                    arg.append("\\" * (count // 2))
-                    if count % 2:
-                        arg.append('"')
-                        j += 1
-                else:
-                    arg.append("\\" * count)
-                i = j
-            elif line[i] == '"':
-                if quoted and i + 1 < n and line[i + 1] == '"':
-                    arg.append('"')
-                    i += 2
-                    continue
-                quoted = not quoted
-                i += 1
-            else:
-                arg.append(line[i])
-                i += 1
-        args.append("".join(arg))
 
 
 def through_cmd(line: str, env: Mapping[str, str] = ENV) -> tuple[str, list[str]]:
