@@ -8,7 +8,6 @@ serves on its own); the window is the real MainWindow, and the test waits with
 """
 
 import time
-from typing import Any
 
 import pytest
 from PySide6.QtCore import QItemSelectionModel
@@ -19,40 +18,12 @@ from core.serving.core_thread import CoreThread
 from tests.app.conftest import WAIT_MS, StartCore, wait_ready
 from tests.app.scenes import open_window
 from tests.conftest import ECHO, python_server
-from tests.support.cli_support import post_jsonrpc
+from tests.support.cli_support import RpcSession
 
 
-class Client:
+def claude_session(core: CoreThread, server: str = "echo") -> RpcSession:
     """A handshake-era client session over real HTTP, posting from the test's thread."""
-
-    def __init__(self, core: CoreThread, server: str = "echo") -> None:
-        service = core.service
-        self.url, self.token = f"{service.url}/mcp/{server}", service.token
-        init = post_jsonrpc(
-            self.url,
-            self.token,
-            1,
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "claude-code", "version": "1"},
-            },
-        )
-        self.session = init.headers["mcp-session-id"]
-        self.ids = 1
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> None:
-        self.ids += 1
-        reply = post_jsonrpc(
-            self.url,
-            self.token,
-            self.ids,
-            "tools/call",
-            {"name": tool, "arguments": arguments},
-            self.session,
-        )
-        assert reply.status_code == 200, reply.text
+    return RpcSession(f"{core.service.url}/mcp/{server}", core.service.token, "claude-code")
 
 
 def cell(tab: ActivityTab, row: int, key: str) -> str:
@@ -68,7 +39,7 @@ def test_a_call_appears_within_a_second_of_its_end_with_client_tool_and_outcome(
         tab = window.activity
         window.tabs.setCurrentWidget(tab)
         assert tab.empty.isVisible()  # "No calls yet"
-        client = Client(core)
+        client = claude_session(core)
         client.call("echo", {"text": "hello activity"})
         ended = time.monotonic()
         qtbot.waitUntil(lambda: tab.proxy.rowCount() == 1, timeout=WAIT_MS)
@@ -88,7 +59,7 @@ def test_the_filters_narrow_the_list_and_the_detail_pane_shows_arguments_and_res
     wait_ready(qtbot, core, "echo")
     with open_window(core) as window:
         tab = window.activity
-        client = Client(core)
+        client = claude_session(core)
         client.call("echo", {"text": "first words"})
         client.call("fail", {"message": "it broke"})
         client.call("whoami", {})

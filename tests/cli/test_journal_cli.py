@@ -20,44 +20,16 @@ from core.registry.journal import JOURNAL_FILE, CallQuery, read_calls
 from core.settings.paths import default_paths
 from tests.conftest import ECHO, python_server, wait_until_sync
 from tests.support import paths
-from tests.support.cli_support import Headless, cli, home_env, post_jsonrpc
+from tests.support.cli_support import Headless, RpcSession, cli, home_env
 
 REPO = paths.REPO
 
 
-class Client:
-    """A handshake-era HTTP client session of a running headless tray."""
-
-    def __init__(self, tray: Headless, server: str = "echo") -> None:
-        tray.wait_state(server, "ready")
-        self.token = cli(tray.home, "token").stdout.strip()
-        self.url = f"{tray.status()['gateway']['url']}/mcp/{server}"
-        init = post_jsonrpc(
-            self.url,
-            self.token,
-            1,
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "cursor-vscode", "version": "1"},
-            },
-        )
-        self.session: str = init.headers["mcp-session-id"]
-        self.ids = 1
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        self.ids += 1
-        reply = post_jsonrpc(
-            self.url,
-            self.token,
-            self.ids,
-            "tools/call",
-            {"name": tool, "arguments": arguments},
-            self.session,
-        )
-        assert reply.status_code == 200, reply.text
-        return reply
+def cursor_session(tray: Headless, server: str = "echo") -> RpcSession:
+    """A handshake-era HTTP client session of a running headless tray (as Cursor)."""
+    tray.wait_state(server, "ready")
+    token = cli(tray.home, "token").stdout.strip()
+    return RpcSession(f"{tray.status()['gateway']['url']}/mcp/{server}", token, "cursor-vscode")
 
 
 def calls_json(home: Path, *args: str) -> list[dict[str, Any]]:
@@ -69,7 +41,7 @@ def calls_json(home: Path, *args: str) -> list[dict[str, Any]]:
 
 def test_calls_json_filters_by_server_client_tool_outcome_since_and_limit(headless: Any) -> None:
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
-    client = Client(tray)
+    client = cursor_session(tray)
     client.call("echo", {"text": "one"})
     client.call("fail", {"message": "two"})
     client.call("whoami", {})
@@ -99,7 +71,7 @@ def test_calls_json_filters_by_server_client_tool_outcome_since_and_limit(headle
 
 def test_calls_follow_prints_each_new_call_as_one_json_line(headless: Any) -> None:
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
-    client = Client(tray)
+    client = cursor_session(tray)
     client.call("echo", {"text": "before"})
     wait_until_sync(lambda: calls_json(tray.home), what="the first record")
     follower = subprocess.Popen(
@@ -127,7 +99,7 @@ def test_calls_follow_prints_each_new_call_as_one_json_line(headless: Any) -> No
 
 def test_a_tray_killed_hard_loses_at_most_the_last_second_of_calls(headless: Any) -> None:
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
-    client = Client(tray)
+    client = cursor_session(tray)
     ended: dict[int, float] = {}
     start = time.monotonic()
     n = 0
@@ -158,7 +130,7 @@ def test_a_damaged_journal_is_moved_aside_and_the_tray_starts_with_a_warning(
     state.mkdir(parents=True, exist_ok=True)
     (state / JOURNAL_FILE).write_bytes(os.urandom(8192))
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}}, home)
-    client = Client(tray)
+    client = cursor_session(tray)
     client.call("echo", {"text": "on the new journal"})
     records = wait_until_sync(lambda: calls_json(home), what="a record in the new journal")
     assert records[-1]["arguments"] == {"text": "on the new journal"}

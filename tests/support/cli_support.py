@@ -183,3 +183,36 @@ def trip_a_session(tray: Headless, server: str) -> str:
         )
         assert reply.json()["result"]["isError"] is True
     return session
+
+
+class RpcSession:
+    """A handshake-era HTTP client session by plain JSON-RPC posts (from the test's thread)."""
+
+    def __init__(self, url: str, token: str, client_name: str) -> None:
+        self.url, self.token = url, token
+        init = post_jsonrpc(
+            url,
+            token,
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": client_name, "version": "1"},
+            },
+        )
+        self.session: str = init.headers["mcp-session-id"]
+        self.ids = 1
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        self.ids += 1
+        reply = post_jsonrpc(
+            self.url,
+            self.token,
+            self.ids,
+            "tools/call",
+            {"name": tool, "arguments": arguments},
+            self.session,
+        )
+        assert reply.status_code == 200, reply.text
+        return reply
