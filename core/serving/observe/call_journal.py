@@ -9,8 +9,9 @@ only there, a ``Watch`` is opened when the request is about to be sent and
 ended with its answer or its error; the call path tells it which child took
 the request and whether it was replayed (``Caller.observer``).
 
-On the loop a watch costs a few attributes and a queue put: the record is
-made on the journal's writer thread (core.registry.journal). Written records
+On the loop a watch costs a few attributes, the result's size and first
+lines, and a queue put: the record is made on the journal's writer thread
+(core.registry.journal). Written records
 come back here (``published``, on the loop) for the subscribers: the
 window's Activity tab, ``--follow`` through the API.
 
