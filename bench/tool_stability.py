@@ -13,7 +13,9 @@ server-filesystem, sequential-thinking: by default through ``npx -y``, or
 the binaries in ``--bin DIR``, e.g. a folder's node_modules/.bin) and this
 project's SDK ``MCPServer`` test server (tests/servers/echo.py); with
 ``--uvx PATH`` also mcp-server-time, mcp-server-fetch and mcp-server-git.
-Run: .venv/bin/python bench/tool_stability.py [--runs 3] [--bin DIR] [--uvx PATH]
+With ``--zoo DIR`` the nine real servers of the zoo installed there
+(bench/harness/zoo.py: those, playwright, time, fetch, git and a FastMCP server).
+Run: .venv/bin/python bench/tool_stability.py [--runs 3] [--bin DIR] [--uvx PATH] [--zoo DIR]
 """
 
 import argparse
@@ -28,7 +30,7 @@ from typing import Any
 # Run as a script from a checkout: make `core` importable without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness.zoo import NPM, PYPI
+from bench.harness.zoo import NPM, PYPI, zoo_entries
 from core.base.states import ServerState
 from core.settings.config import load_config
 from core.settings.paths import default_paths
@@ -88,13 +90,19 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bin", type=Path, default=None, help="folder with the npm binaries")
     parser.add_argument("--uvx", default=None, help="uvx, to add time, fetch and git from PyPI")
+    parser.add_argument("--zoo", type=Path, default=None, help="the zoo's folder: all nine")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"
         folder = Path(scratch) / "files"
         folder.mkdir()
         config = Path(scratch) / "config.json"
-        config.write_text(json.dumps({"mcpServers": entries(args.bin, folder, args.uvx)}))
+        servers = (
+            zoo_entries(args.zoo, folder)
+            if args.zoo is not None
+            else entries(args.bin, folder, args.uvx)
+        )
+        config.write_text(json.dumps({"mcpServers": servers}))
         runs = [await one_run(home, config) for _ in range(args.runs)]
     print(f"{'server':22} {'tools':>5}  states over {args.runs} runs; held after a restart")
     for name in runs[0]:
@@ -106,6 +114,7 @@ async def main() -> None:
         f"\nreproduce: .venv/bin/python bench/tool_stability.py --runs {args.runs}"
         + (f" --bin {args.bin}" if args.bin else "")
         + (f" --uvx {args.uvx}" if args.uvx else "")
+        + (f" --zoo {args.zoo}" if args.zoo else "")
     )
 
 
