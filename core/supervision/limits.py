@@ -63,6 +63,15 @@ def size_text(mib: float) -> str:
     return f"{mib:.0f} MiB"
 
 
+def over_limit_text(used_mib: float, limit_mib: float) -> str:
+    """The reason a child goes: its use never reads as its limit ("used 200 MiB, over its
+    200 MiB limit" says nothing), so just over it shows one more digit."""
+    used = size_text(used_mib)
+    if used == size_text(limit_mib):
+        used = f"{used_mib:.1f} MiB"
+    return f"used {used}, over its {size_text(limit_mib)} limit"
+
+
 class LimitWatch:
     def __init__(
         self,
@@ -96,9 +105,7 @@ class LimitWatch:
                 continue  # the run loop sees the exit
             memory = self.limits.memory_mb
             if memory is not None and usage.rss_bytes > memory * MIB:
-                return (
-                    f"used {size_text(usage.rss_bytes / MIB)}, over its {size_text(memory)} limit"
-                )
+                return over_limit_text(usage.rss_bytes / MIB, memory)
             cpu_limit = self.limits.cpu_percent
             if cpu_limit is not None and last is not None and now > last[0]:
                 percent = 100 * (usage.cpu_seconds - last[1]) / (now - last[0])

@@ -643,7 +643,7 @@ def test_doctor_shows_a_token_kept_in_a_file_as_information_and_exits_0(tmp_path
     assert lines[0] == "no problems found"
     assert lines[1].startswith(f"info: token-storage: the API token is kept in {paths.token_file}")
     assert report["ok"] is True and report["warnings"] == []
-    families = ["token-storage", *["platform"] * 11, "path"]
+    families = ["token-storage", *["platform"] * 12, "path"]
     assert [note["family"] for note in report["info"]] == families
     assert report["info"][-2]["text"].startswith("express lane: on")
 

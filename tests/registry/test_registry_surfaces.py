@@ -119,6 +119,8 @@ async def test_both_warning_families_reach_the_snapshot_and_the_api(
     service = await services.start({})
     assert service.workers is not None
     await service.workers.run_doctor()
+    # The copy of the registry is read back off the loop: the bridge's row is in it by now.
+    await service.workers.refresh()
 
     families = {w.family for w in service.supervisor.snapshot().warnings}
     assert {"unsupported-env", "stale-runtime"} <= families

@@ -22,7 +22,7 @@ from core.platform.sandboxing import Support
 from core.settings.config import ServerConfig, load_config
 from core.settings.config_model import LimitsConfig, SandboxConfig
 from core.supervision.containment import Containment, home_reads, root_folders
-from core.supervision.limits import LimitWatch, Usage, size_text
+from core.supervision.limits import LimitWatch, Usage, over_limit_text, size_text
 from tests.support.fakes import FakeClock
 
 
@@ -153,6 +153,12 @@ def test_sizes_read_as_a_person_would_say_them() -> None:
     assert size_text(1228.8) == "1.2 GiB"
     assert size_text(1024) == "1 GiB"
     assert size_text(300) == "300 MiB"
+
+
+def test_a_use_just_over_its_limit_never_reads_as_the_limit() -> None:
+    assert over_limit_text(1228.8, 1024) == "used 1.2 GiB, over its 1 GiB limit"
+    assert over_limit_text(200.3, 200) == "used 200.3 MiB, over its 200 MiB limit"
+    assert over_limit_text(1024.5, 1024) == "used 1024.5 MiB, over its 1 GiB limit"
 
 
 async def test_a_tree_over_its_cpu_limit_for_a_minute_is_warned_once_and_keeps_running() -> None:
