@@ -199,6 +199,27 @@ async def test_a_2026_client_s_meta_traceparent_is_continued_and_the_child_gets_
     assert (await record_of(service, tool="traceparent"))["trace_id"] == trace_id
 
 
+async def test_through_the_aggregate_the_callers_trace_reaches_the_members_span_and_child(
+    services: Services, otlp: tuple[Receiver, str]
+) -> None:
+    receiver, endpoint = otlp
+    service = await traced_tray(services, endpoint)
+    trace_id, parent = a_trace()
+    async with httpx.AsyncClient(timeout=30) as http:
+        raw = Raw(http, service, "/mcp")
+        await raw.open()
+        reply = await raw.post(
+            call(2, "traced__traceparent", {}), traceparent=f"00-{trace_id}-{parent}-01"
+        )
+    assert reply.status_code == 200, reply.text
+    seen_by_child = parse_traceparent(reply.json()["result"]["content"][0]["text"])
+    span = await span_of(receiver, "tools/call traceparent", trace_id)
+    assert span["parent_span_id"] == parent
+    assert span["attributes"]["mcp_tray.door"] == "/mcp"
+    assert seen_by_child is not None
+    assert (seen_by_child.trace_id, seen_by_child.span_id) == (trace_id, span["span_id"])
+
+
 async def test_a_call_with_no_trace_starts_one_and_the_journal_keeps_its_id(
     services: Services, otlp: tuple[Receiver, str]
 ) -> None:
