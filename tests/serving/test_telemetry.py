@@ -10,8 +10,10 @@ import asyncio
 import gzip
 import json
 import secrets
+import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +30,7 @@ from core.base.errors import ConfigError, TelemetryUnavailable
 from core.registry.journal import CallQuery
 from core.serving.observe.call_journal import CallJournal
 from core.serving.observe.telemetry import (
+    EXPORT_TIMEOUT_S,
     Telemetry,
     parse_traceparent,
     traces_url,
@@ -367,3 +370,15 @@ def test_the_endpoint_gets_the_traces_path_unless_it_names_one() -> None:
     assert traces_url("http://127.0.0.1:4318") == "http://127.0.0.1:4318/v1/traces"
     assert traces_url("http://127.0.0.1:4318/") == "http://127.0.0.1:4318/v1/traces"
     assert traces_url("https://c.example/otlp/v1/traces") == "https://c.example/otlp/v1/traces"
+
+
+def test_a_collector_that_is_down_holds_a_quit_up_for_at_most_the_export_timeout() -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    telemetry = Telemetry(f"http://127.0.0.1:{port}")
+    span = telemetry.begin("tools/call x", None, time.time_ns(), {})
+    span.end("ok", {}, time.time_ns())
+    began = time.monotonic()
+    telemetry.close()
+    assert time.monotonic() - began < EXPORT_TIMEOUT_S + 1.0

@@ -31,6 +31,8 @@ _ZERO_TRACE: Final = "0" * 32
 _ZERO_SPAN: Final = "0" * 16
 #: Where OTLP/HTTP takes spans, under the endpoint the config names.
 TRACES_PATH: Final = "/v1/traces"
+#: The longest one export (and the last one, at quit) may take.
+EXPORT_TIMEOUT_S: Final = 2
 #: Outcomes that are not errors of the call.
 _FINE: Final = frozenset({"ok", "retried"})
 
@@ -125,8 +127,11 @@ class Telemetry:
         self.endpoint = endpoint
         resource = Resource.create({"service.name": "mcp-tray", "service.version": __version__})
         self._provider = TracerProvider(resource=resource)
+        # A collector that is down must not hold a quit up: the exporter's own default
+        # retries a refused connection for ~8 s at shutdown.
+        exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=EXPORT_TIMEOUT_S)
         self._provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint)))
+            BatchSpanProcessor(exporter, export_timeout_millis=EXPORT_TIMEOUT_S * 1000)
         )
         self._tracer = self._provider.get_tracer("mcp-tray", __version__)
 
