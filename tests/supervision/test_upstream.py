@@ -26,7 +26,7 @@ import pytest
 import core.supervision.child as child_module
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, dumps
-from core.supervision.child import ChildProcess, StopTiming
+from core.supervision.child import ChildProcess, StopTiming, child_environment
 from core.supervision.upstream import CLIENT_INFO, PROTOCOL_VERSION, Handshake, Upstream
 from tests.conftest import SERVERS, kill_now, wait_until
 from tests.support.fakes import FakeClock
@@ -170,7 +170,10 @@ async def puppet_session(
 async def script_session(script: str, peer: Peer | None = None) -> AsyncIterator[Upstream]:
     """An Upstream over a ``python -c script`` child."""
     peer = peer or Peer()
-    child = await ChildProcess.spawn(sys.executable, ["-c", script], env=dict(os.environ), cwd=None)
+    # Tagged as the tray tags its children: the stop contract then finds a grandchild whose
+    # parent exited first even where the backend cannot see it below the child (portable).
+    env = child_environment({}, "test-upstream", "0")
+    child = await ChildProcess.spawn(sys.executable, ["-c", script], env=env, cwd=None)
     try:
         async with open_upstream(child, peer) as upstream:
             yield upstream
