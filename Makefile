@@ -51,10 +51,8 @@ lint: $(DEV_STAMP)
 	$(BIN)/mypy --platform win32 --cache-dir .mypy_cache/win32
 	$(BIN)/lint-imports
 
-# worksteal: a worker that runs out takes tests queued for the other, so a few
-# long tests at the end do not leave a core idle.
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/pytest -n auto --dist worksteal
+	QT_QPA_PLATFORM=offscreen $(BIN)/pytest -n auto
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/recovery.py
