@@ -54,10 +54,6 @@ async def from_here(service: TrayService, server: str, body: Any, headers: Any) 
     return answer
 
 
-def from_another_process(service: TrayService, server: str, body: Any, headers: Any) -> Any:
-    return post_from_another_process(service, server, body, headers)
-
-
 async def test_a_worker_header_sent_by_another_living_process_is_refused_and_borrows_nothing(
     services: Services,
 ) -> None:
@@ -66,7 +62,7 @@ async def test_a_worker_header_sent_by_another_living_process_is_refused_and_bor
     whoami = request("tools/call", {"name": "whoami", "arguments": {}}, "w-of-a")
 
     mine = await from_here(service, "echo", *whoami)
-    theirs = await asyncio.to_thread(from_another_process, service, "echo", *whoami)
+    theirs = await asyncio.to_thread(post_from_another_process, service, "echo", *whoami)
     again = await from_here(service, "echo", *whoami)
 
     assert "error" in theirs, theirs
@@ -84,8 +80,8 @@ async def test_a_worker_header_whose_process_is_gone_starts_a_session_of_its_own
     await wait_ready(service.supervisor.server("echo"))
     whoami = request("tools/call", {"name": "whoami", "arguments": {}}, "w-reused")
 
-    first = await asyncio.to_thread(from_another_process, service, "echo", *whoami)
-    second = await asyncio.to_thread(from_another_process, service, "echo", *whoami)
+    first = await asyncio.to_thread(post_from_another_process, service, "echo", *whoami)
+    second = await asyncio.to_thread(post_from_another_process, service, "echo", *whoami)
 
     # The first process had exited: the second is served, by a child of its own session.
     assert "result" in first and "result" in second, (first, second)
@@ -121,7 +117,7 @@ async def test_a_requeststate_retried_by_another_process_is_refused_and_its_owne
     }
 
     theirs = await asyncio.to_thread(
-        from_another_process, service, "old", *request("tools/call", stolen, None, sampling={})
+        post_from_another_process, service, "old", *request("tools/call", stolen, None, sampling={})
     )
     mine = await from_here(service, "old", *request("tools/call", retry, None, sampling={}))
 
