@@ -27,6 +27,7 @@ import core.supervision.child as child_module
 from core.base.errors import ConnectionLost, RpcError
 from core.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT, dumps
 from core.supervision.child import ChildProcess, StopTiming, child_environment
+from core.supervision.sweep import new_owner_id
 from core.supervision.upstream import CLIENT_INFO, PROTOCOL_VERSION, Handshake, Upstream
 from tests.conftest import SERVERS, kill_now, wait_until
 from tests.support.fakes import FakeClock
@@ -172,7 +173,9 @@ async def script_session(script: str, peer: Peer | None = None) -> AsyncIterator
     peer = peer or Peer()
     # Tagged as the tray tags its children: the stop contract then finds a grandchild whose
     # parent exited first even where the backend cannot see it below the child (portable).
-    env = child_environment({}, "test-upstream", "0")
+    # The owner is this live process, as a tray's is: an owner that is not one reads as a
+    # dead tray's, and a tray starting in another test worker would sweep the child away.
+    env = child_environment({}, new_owner_id(), "0")
     child = await ChildProcess.spawn(sys.executable, ["-c", script], env=env, cwd=None)
     try:
         async with open_upstream(child, peer) as upstream:
