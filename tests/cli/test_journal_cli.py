@@ -7,6 +7,7 @@ on the file once it is gone; the tray SIGKILLed to measure what the journal lost
 journal file of garbage bytes put in its place before a tray starts.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -69,6 +70,26 @@ def test_calls_json_filters_by_server_client_tool_outcome_since_and_limit(headle
     assert [r["tool"] for r in after] == ["fail"]
 
 
+def interrupt(process: "subprocess.Popen[str]") -> None:
+    """Ctrl+C, as a person at the terminal would; a process it does not end fails the
+    test with what the OS says of its signals, and is killed, not left to later tests."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.communicate(timeout=10)  # closes its pipes too
+    except subprocess.TimeoutExpired:
+        masks: list[str] = []
+        with contextlib.suppress(OSError), open(f"/proc/{process.pid}/status") as status:  # Linux
+            masks = [line.strip() for line in status if line.startswith(("SigBlk", "SigIgn"))]
+        process.kill()
+        process.communicate()
+        # A shell starts a background job (`pytest &`) with SIGINT ignored, and every
+        # process below it inherits that: then nothing here is wrong but the start.
+        raise AssertionError(
+            f"SIGINT did not end pid {process.pid} within 10 s: {masks} "
+            "(SigIgn holding 0x2: SIGINT was ignored where the tests were started)"
+        ) from None
+
+
 def test_calls_follow_prints_each_new_call_as_one_json_line(headless: Any) -> None:
     tray = headless({"mcpServers": {"echo": python_server(ECHO)}})
     client = cursor_session(tray)
@@ -93,8 +114,7 @@ def test_calls_follow_prints_each_new_call_as_one_json_line(headless: Any) -> No
         # Written within its batch, then read on the follower's next look.
         assert time.monotonic() - ended < 5
     finally:
-        follower.send_signal(signal.SIGINT)
-        follower.communicate(timeout=10)  # closes its pipes too
+        interrupt(follower)
 
 
 def test_a_tray_killed_hard_loses_at_most_the_last_second_of_calls(headless: Any) -> None:
