@@ -45,6 +45,7 @@ from core.supervision.run import START_TIMEOUT_SECONDS
 from tests.conftest import ECHO, GRANDCHILD, make_fifo, python_server, wait_until_sync
 from tests.conftest import process_alive as alive
 from tests.support.cli_support import (
+    api_status,
     cli,
     home_env,
     post_jsonrpc,
@@ -314,7 +315,7 @@ def test_sessions_reset_and_token_commands_against_a_running_instance(headless: 
 
 def test_a_second_gui_launch_exits_0_and_says_the_tray_already_runs(headless: Any) -> None:
     tray = headless({"mcpServers": {}})
-    tray.wait_for(lambda: cli(tray.home, "status").returncode == 0, "the first instance")
+    tray.wait_for(lambda: api_status(tray.paths) is not None, "the first instance")
     env = home_env(tray.home) | {"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}
     env.pop("MCP_TRAY_HEADLESS", None)
 

@@ -22,7 +22,7 @@ from tests.conftest import (
     wait_ready,
     wait_until,
 )
-from tests.support.cli_support import cli
+from tests.support.cli_support import api_status, cli
 from tests.support.gateway_support import Services, http_client, text
 
 
@@ -86,10 +86,8 @@ def test_no_task_exception_goes_unretrieved_in_the_trays_output(
     )
 
     def servers() -> dict[str, dict[str, Any]]:
-        result = cli(tray.home, "status", "--json")
-        if result.returncode != 0:
-            return {}
-        return {s["name"]: s for s in json.loads(result.stdout)["servers"]}
+        status = api_status(tray.paths) or {"servers": []}
+        return {s["name"]: s for s in status["servers"]}
 
     def crash_looped() -> bool:
         now = servers()

@@ -10,7 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.base.errors import NotRunning
+from core.cli.control_client import ControlClient
 from core.settings.paths import Paths, default_paths
+from core.settings.runtime import running_instance
 from tests.conftest import wait_until_sync
 
 
@@ -61,6 +64,22 @@ def _file_limit(limit: int) -> Callable[[], None]:
     return apply
 
 
+def api_status(paths: Paths) -> dict[str, Any] | None:
+    """The running tray's ``/api/v1/status``, asked from this process (None while none is
+    up), through the client the CLI uses. For waits: a ``mcp-tray status`` per look is a
+    Python start, a tenth of a second of CPU taken from the tray being waited for. The
+    token is read from its file, as the tray under test writes it (no keyring)."""
+    try:
+        info = running_instance(paths)
+        token = paths.token_file.read_text().strip()
+    except (NotRunning, OSError):
+        return None
+    try:
+        return ControlClient(paths, info, token).get("/api/v1/status")
+    except NotRunning:
+        return None
+
+
 class Headless:
     def __init__(
         self,
@@ -109,11 +128,10 @@ class Headless:
 
     def wait_state(self, name: str, state: str, generation: int | None = None) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
-            result = cli(self.home, "status", "--json")
-            if result.returncode == 3:  # not up yet (or a stale runtime file)
+            status = api_status(self.paths)
+            if status is None:  # not up yet (or a stale runtime file)
                 return None
-            assert result.returncode == 0, result.stderr
-            servers: list[dict[str, Any]] = json.loads(result.stdout)["servers"]
+            servers: list[dict[str, Any]] = status["servers"]
             server = next(s for s in servers if s["name"] == name)
             if server["state"] == state and (
                 generation is None or server["generation"] == generation
