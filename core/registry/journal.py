@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
@@ -39,6 +40,13 @@ from core.registry.journal_rows import OUTCOMES, CallRecord, Seen, complete, par
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# sqlite3 binds int, float and str directly but takes every other value, None
+# too, through its adapter lookup, which fails by raising and clearing two
+# AttributeErrors: a NULL cost 0.45 us, four times a text. An adapter for None,
+# to itself, makes the lookup one dict hit (0.1 us). Process-wide, as sqlite3's
+# adapters are, and harmless there: None is bound as NULL either way.
+sqlite3.register_adapter(type(None), {}.get)
 
 JOURNAL_FILE: Final = "calls.sqlite"
 #: How long the writer gathers calls before it writes them: the most a kill -9 loses.
@@ -161,7 +169,7 @@ class JournalStore:
                 # back around every one of its own system calls.
                 size = _chunk(len(records) - start)
                 chunk = records[start : start + size]
-                conn.execute(_insert(size), [value for record in chunk for value in record])
+                conn.execute(_insert(size), list(chain.from_iterable(chunk)))
                 start += size
             conn.execute("COMMIT")
         except BaseException:
@@ -301,6 +309,8 @@ class JournalWriter:
         #: Each record's id: its seq, after this tray's (pid, start): unique across files.
         self._prefix = f"{os.getpid():x}{int(time.time()):x}-"
         self._last_failure = ""
+        #: The seq of the next record written (None: read from the file first).
+        self._next_seq: int | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -353,12 +363,18 @@ class JournalWriter:
         try:
             keep = retention.arguments
             prefix = self._prefix
-            first = self._guarded(self.store.next_seq)
+            # The one writer numbers its records: the file is asked once, and again
+            # after a failed write (a new file after a damaged one starts at 1 then).
+            if self._next_seq is None:
+                self._next_seq = self._guarded(self.store.next_seq)
+            first = self._next_seq
             records = [
                 complete(s, secrets, keep_arguments=keep, id=f"{prefix}{seq}", seq=seq)
                 for seq, s in enumerate(batch, first)
             ]
+            self._next_seq = None
             written: list[CallRecord] = self._guarded(lambda: self.store.write(records))
+            self._next_seq = first + len(records)
         except Exception as exc:
             self._failed("could not write the call journal", exc)
             return

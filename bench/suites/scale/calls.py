@@ -40,6 +40,24 @@ class Calls:
     latencies: list[float] = field(default_factory=list)
     #: Tray CPU per call in each block, in the order they ran.
     blocks: list[float] = field(default_factory=list)
+    #: The tray's CPU seconds by thread name, in its blocks (Linux: names from /proc).
+    threads: dict[str, float] = field(default_factory=dict)
+
+
+def thread_seconds(process: psutil.Process) -> dict[str, float]:
+    """CPU seconds of each of ``process``'s threads, by name (summed over threads of one
+    name; {} where the OS does not name them in /proc)."""
+    found: dict[str, float] = {}
+    with contextlib.suppress(psutil.Error):
+        for thread in process.threads():
+            try:
+                with open(f"/proc/{process.pid}/task/{thread.id}/comm") as comm:
+                    name = comm.read().strip()
+            except OSError:
+                return {}
+            name = "main" if thread.id == process.pid else name
+            found[name] = found.get(name, 0.0) + thread.user_time + thread.system_time
+    return found
 
 
 async def _block(clients: list[RawHttpClient], seconds: float, into: Calls) -> int:
@@ -80,6 +98,7 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
             for loop in rotated:
                 into = found[loop]
                 tray_before = cpu_seconds(processes[loop])
+                threads_before = thread_seconds(processes[loop])
                 child_before, me_before = cpu_seconds(children[loop]), cpu_seconds(me)
                 began = time.perf_counter()
                 done = await _block(clients[loop], BLOCK_SECONDS, into)
@@ -87,6 +106,10 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
                 tray_cpu = cpu_seconds(processes[loop]) - tray_before
                 into.tray_cpu += tray_cpu
                 into.blocks.append(tray_cpu / max(done, 1))
+                for name, spent in thread_seconds(processes[loop]).items():
+                    into.threads[name] = (
+                        into.threads.get(name, 0.0) + spent - threads_before.get(name, 0.0)
+                    )
                 into.child_cpu += cpu_seconds(children[loop]) - child_before
                 into.bench_cpu += cpu_seconds(me) - me_before
     finally:
@@ -194,6 +217,15 @@ def report_journal(results: "dict[int, dict[str, Calls]]") -> None:
                 f"    {count:>3} sessions: {-saving * 100:+.1f} % CPU per call with the journal; "
                 f"paired median {-paired * 100:+.1f} % ({verdict})"
             )
+            for name, calls in ((label, by_label[label]), (off, by_label[off])):
+                spent = sorted(calls.threads.items(), key=lambda item: -item[1])
+                per_call = ", ".join(
+                    f"{thread} {seconds / max(calls.calls, 1) * 1e6:.1f}"
+                    for thread, seconds in spent
+                    if seconds / max(calls.calls, 1) >= 0.5e-6
+                )
+                if per_call:
+                    print(f"      {name}: us of CPU per call by thread: {per_call}")
 
 
 def _saving(before: Calls, after: Calls) -> tuple[float, float]:

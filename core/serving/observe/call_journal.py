@@ -28,6 +28,7 @@ as its parent (``traceparent``) and ended with the record.
 """
 
 import asyncio
+import functools
 import math
 import re
 import time
@@ -59,8 +60,12 @@ _NAME_METHODS: Final = frozenset({"tools/call", "prompts/get"})
 _EXITED: Final = ("exited", "exited-again", "exited-mid-call")
 
 Subscriber = Callable[[list[CallRecord]], None]
+#: A Seen made by tuple's own constructor (a NamedTuple's __new__ is a Python frame
+#: of 20 arguments, on the loop once per call); ``Who`` is its fields 2 to 7.
+_new_seen: Final = functools.partial(tuple.__new__, Seen)
 #: (client, its name, pid, how identified, session id, door).
 Who = tuple[str, str, int | None, str, str, str]
+assert Seen._fields[2:8] == ("client", "client_name", "pid", "identified_by", "session", "door")
 #: Sessions whose description is remembered (then forgotten all at once: rebuilt on use).
 KNOWN_SESSIONS: Final = 4096
 #: A bridge whose worker row is not in the tray's copy yet is looked for again this often.
@@ -205,7 +210,6 @@ class Watch:
         if self._span is not None:
             trace_id = self._span.parent.trace_id
             self._end_span(outcome, refused_by, code)
-        client, name, pid, identified_by, session, door = self._who
         params = self._params
         arguments: object = None
         if params is not None:
@@ -213,26 +217,23 @@ class Watch:
             if arguments is None and self.method not in _NAME_METHODS:
                 arguments = {k: v for k, v in params.items() if k != "_meta"} or None
         self._journal.put(
-            Seen(
-                self._started,
-                (time.perf_counter() - self._t0) * 1000,
-                client,
-                name,
-                pid,
-                identified_by,
-                session,
-                door,
-                self.server,
-                self.generation,
-                self.method,
-                target_of(self.method, params),
-                arguments,
-                outcome,
-                refused_by,
-                code,
-                detail,
-                *result_summary(result),
-                trace_id,
+            _new_seen(
+                (
+                    self._started,
+                    (time.perf_counter() - self._t0) * 1000,
+                    *self._who,
+                    self.server,
+                    self.generation,
+                    self.method,
+                    target_of(self.method, params),
+                    arguments,
+                    outcome,
+                    refused_by,
+                    code,
+                    detail,
+                    *result_summary(result),
+                    trace_id,
+                )
             )
         )
 
