@@ -160,7 +160,7 @@ def _encoder() -> Callable[[object], str]:
     (0.45 us). No check for cycles (no ``markers``): what it encodes was decoded
     from JSON. Where C's encoder is missing or takes other arguments, Python's."""
     python = json.JSONEncoder(ensure_ascii=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
     sample = {"a": [1, 2.5, None, True], "é\n": '"x"'}
     try:
         made = make(None, python.default, json.encoder.encode_basestring, None, ": ", ", ",

@@ -36,7 +36,7 @@ from core.registry.journal_rows import (
     parse_since,
     result_summary,
 )
-from core.serving.observe.call_journal import CallJournal, keyring_values, outcome_of
+from core.serving.observe.call_journal import CallJournal, Watch, keyring_values, outcome_of
 from core.serving.sessions.sessions import ClientSession
 from core.settings.config import load_config
 from core.settings.config_model import JournalSettings
@@ -273,6 +273,82 @@ def test_the_writer_writes_in_batches_off_the_callers_thread_and_flushes_on_stop
     assert sum(len(batch) for batch in batches) == 50
     assert len(batches) < 50  # gathered, not one transaction per call
     assert all("hunter22" not in (r.arguments or "") for r in records)
+
+
+def test_the_writer_keeps_numbering_after_the_oldest_records_are_pruned(tmp_path: Path) -> None:
+    """The writer numbers records itself: a follower paging by ``seq`` never sees a number
+    again, even once retention has emptied the file (sqlite would restart at max + 1)."""
+    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
+    writer = JournalWriter(
+        store,
+        retention=lambda: JournalSettings(days=1),
+        secrets=frozenset,
+        on_written=lambda records: None,
+        on_warning=lambda text: None,
+        clock=lambda: NOW,
+    )
+    writer._write([seen(NOW - 2 * DAY), seen(NOW - 2 * DAY)])
+    writer._prune()
+    assert read_calls(tmp_path / JOURNAL_FILE, CallQuery()) == []
+    writer._write([seen(NOW)])
+    (only,) = read_calls(tmp_path / JOURNAL_FILE, CallQuery())
+    assert only.seq == 3 and only.id.endswith("-3")
+    store.close()
+
+
+def test_missing_values_are_written_as_sql_null(tmp_path: Path) -> None:
+    """None goes through sqlite3's adapter for it (core.registry.journal): still a NULL."""
+    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
+    store.write([record(pid=None, generation=None, error_code=None)._replace(seq=1)])
+    store.close()
+    conn = sqlite3.connect(tmp_path / JOURNAL_FILE)
+    row = conn.execute("SELECT typeof(pid), typeof(generation), typeof(error_code) FROM calls")
+    assert row.fetchone() == ("null", "null", "null")
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("result", "replayed"),
+    [
+        ({"content": [{"type": "text", "text": "hi"}]}, False),
+        ({"content": [{"type": "text", "text": "é" * 300}]}, False),
+        ({"content": [{"type": "text", "text": "x" * 5000}], "isError": True}, False),
+        ({"content": [{"type": "text", "text": "again"}]}, True),
+        ({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}, False),
+        ({"content": [], "structuredContent": {"n": 1}}, False),
+    ],
+)
+def test_a_plain_answers_short_way_to_the_writer_sees_what_the_general_one_does(
+    tmp_path: Path, result: dict[str, Any], replayed: bool
+) -> None:
+    """Watch.done takes most answers in one frame (core.serving.observe.call_journal): what it
+    hands the writer is what Watch._end would have, field for field."""
+    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
+    writer = JournalWriter(
+        store,
+        retention=JournalSettings,
+        secrets=frozenset,
+        on_written=lambda records: None,
+        on_warning=lambda text: None,
+    )
+    journal = CallJournal()
+    journal.writer = writer
+    who = ("Claude Code", "claude-code", None, "clientInfo, handshake", "s1", "/mcp/echo")
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    short, general = (Watch(journal, who, "echo", "tools/call", params) for _ in range(2))
+    for watch in (short, general):
+        watch.attempt(3, False)
+        if replayed:
+            watch.attempt(4, True)
+    short.done(result)
+    outcome = "tool-error" if result.get("isError") else "retried" if replayed else "ok"
+    general._end(outcome, "", None, "", result)
+    taken = writer._queue.get_nowait(), writer._queue.get_nowait()
+    assert [seen._replace(duration_ms=0, started=0) for seen in taken] == [
+        taken[1]._replace(duration_ms=0, started=0)
+    ] * 2
+    assert taken[0].outcome == outcome and taken[0].generation == (4 if replayed else 3)
+    store.close()
 
 
 # ------------------------------------------------------------ config

@@ -46,7 +46,13 @@ from core.base.errors import (
 )
 from core.registry.identity import client_display_name
 from core.registry.journal import JournalWriter
-from core.registry.journal_rows import CallRecord, Seen, result_summary
+from core.registry.journal_rows import (
+    RESULT_HEAD_BYTES,
+    CallRecord,
+    Seen,
+    cut,
+    result_summary,
+)
 from core.serving.observe.telemetry import Span, Telemetry, TraceParent
 from core.serving.sessions.sessions import ClientSession
 from core.settings.config_model import KEYRING_REF_RE
@@ -66,6 +72,8 @@ _new_seen: Final = functools.partial(tuple.__new__, Seen)
 #: (client, its name, pid, how identified, session id, door).
 Who = tuple[str, str, int | None, str, str, str]
 assert Seen._fields[2:8] == ("client", "client_name", "pid", "identified_by", "session", "door")
+#: A head this short is kept whole whatever it holds (``cut``: no character takes over 4 bytes).
+_SHORT_HEAD: Final = RESULT_HEAD_BYTES // 4
 #: Sessions whose description is remembered (then forgotten all at once: rebuilt on use).
 KNOWN_SESSIONS: Final = 4096
 #: A bridge whose worker row is not in the tray's copy yet is looked for again this often.
@@ -190,6 +198,42 @@ class Watch:
         outcome = "tool-error" if result.get("isError") else "ok"
         if outcome == "ok" and self.replayed:
             outcome = "retried"
+        if (
+            self._settled is None
+            and self._span is None
+            and self._trace is None
+            and self.method == "tools/call"
+        ):
+            # Most calls, in one frame: on the loop for each of them, the frames
+            # _end takes cost more than their work.
+            content = result.get("content")
+            if type(content) is list and len(content) == 1:
+                block = content[0]
+                text = block.get("text") if type(block) is dict else None
+                if type(text) is str and block.get("type") == "text":
+                    params = self._params
+                    self._journal.put(
+                        _new_seen(
+                            (
+                                self._started,
+                                (time.perf_counter() - self._t0) * 1000,
+                                *self._who,
+                                self.server,
+                                self.generation,
+                                "tools/call",
+                                str(params.get("name") or "") if params else "",
+                                params.get("arguments") if params else None,
+                                outcome,
+                                "",
+                                None,
+                                "",
+                                len(text),
+                                text if len(text) <= _SHORT_HEAD else cut(text, RESULT_HEAD_BYTES),
+                                "",
+                            )
+                        )
+                    )
+                    return
         self._end(outcome, "", None, "", result)
 
     def failed(self, error: BaseException) -> None:
@@ -254,7 +298,9 @@ class CallJournal:
     """Opens watches (none while no writer is attached) and hands written records on."""
 
     def __init__(self) -> None:
-        self.writer: JournalWriter | None = None
+        self._writer: JournalWriter | None = None
+        #: Hands a call's ``Seen`` to the writer (its queue's own put: C, no frame of ours).
+        self.put: Callable[[Seen], None] = _drop
         #: Spans of the calls, when the config names an OTLP endpoint (core.serving.observe.telemetry).
         self.telemetry: Telemetry | None = None
         #: The bridge's pid for a worker identity (the worker registry knows it).
@@ -266,9 +312,14 @@ class CallJournal:
         self.clock: Callable[[], float] = time.monotonic
         self._pid_retry: dict[str, float] = {}
 
-    def put(self, seen: Seen) -> None:
-        if self.writer is not None:
-            self.writer.put(seen)
+    @property
+    def writer(self) -> JournalWriter | None:
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: JournalWriter | None) -> None:
+        self._writer = writer
+        self.put = _drop if writer is None else writer.put_function()
 
     def watch(
         self,
@@ -280,7 +331,7 @@ class CallJournal:
         trace: TraceParent | None = None,
     ) -> Watch | None:
         """A watch for a client session's request (None: nothing is journaled or traced)."""
-        if self.writer is None and self.telemetry is None:
+        if self._writer is None and self.telemetry is None:
             return None
         return Watch(self, self._who(session, modern), server, method, params, trace)
 
@@ -288,7 +339,7 @@ class CallJournal:
         self, server: str, method: str, params: Mapping[str, Any] | None, door: str
     ) -> Watch | None:
         """A watch for a request of mcp-tray's own (``door``: ``cli``, ``api``)."""
-        if self.writer is None and self.telemetry is None:
+        if self._writer is None and self.telemetry is None:
             return None
         who = ("mcp-tray", "mcp-tray", None, "mcp-tray itself", "", door)
         return Watch(self, who, server, method, params)
@@ -377,6 +428,10 @@ class CallJournal:
         self.recent.extend(records)
         for subscriber in list(self._subscribers):
             subscriber(records)
+
+
+def _drop(seen: Seen) -> None:
+    """Where a call's ``Seen`` goes while no writer is attached."""
 
 
 async def journaled(watch: Watch | None, call: Callable[[], Any]) -> dict[str, Any]:
