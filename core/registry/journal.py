@@ -304,6 +304,9 @@ class JournalWriter:
         self._clock = clock
         self._batch_seconds = batch_seconds
         self._queue: queue.SimpleQueue[Seen | None] = queue.SimpleQueue()
+        #: Hands the writer a call (never blocks): the queue's own method, so the loop,
+        #: which calls it once per call, runs no frame of ours for it.
+        self.put: Callable[[Seen], None] = self._queue.put
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcp-tray:journal", daemon=True)
         self._pruned = float("-inf")
@@ -315,13 +318,6 @@ class JournalWriter:
 
     def start(self) -> None:
         self._thread.start()
-
-    def put(self, seen: Seen) -> None:
-        self._queue.put(seen)
-
-    def put_function(self) -> Callable[[Seen], None]:
-        """``put`` as its queue's own method: the loop calls it once per call."""
-        return self._queue.put
 
     def stop(self, timeout: float = 5.0) -> None:
         """Write what is queued, then end the thread and close the file."""

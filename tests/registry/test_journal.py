@@ -76,6 +76,19 @@ def seen(started: float = NOW, arguments: object = None, **fields: Any) -> Seen:
     return Seen(**values)
 
 
+def writer_at(tmp_path: Path, **options: Any) -> JournalWriter:
+    """A writer on a new journal in ``tmp_path`` that keeps arguments, knows no secrets and
+    tells nobody, but for what ``options`` say."""
+    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
+    quiet: dict[str, Any] = {
+        "retention": JournalSettings,
+        "secrets": frozenset,
+        "on_written": lambda records: None,
+        "on_warning": lambda text: None,
+    }
+    return JournalWriter(store, **(quiet | options))
+
+
 def record(started: float = NOW, arguments: object = None, **fields: Any) -> CallRecord:
     return complete(seen(started, arguments, **fields), (), keep_arguments=True)
 
@@ -254,15 +267,9 @@ def test_a_damaged_journal_is_moved_aside_with_a_warning_and_a_new_one_starts(
 def test_the_writer_writes_in_batches_off_the_callers_thread_and_flushes_on_stop(
     tmp_path: Path,
 ) -> None:
-    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
     batches: list[list[CallRecord]] = []
-    writer = JournalWriter(
-        store,
-        retention=JournalSettings,
-        secrets=lambda: {"hunter22"},
-        on_written=batches.append,
-        on_warning=lambda text: None,
-        batch_seconds=0.05,
+    writer = writer_at(
+        tmp_path, secrets=lambda: {"hunter22"}, on_written=batches.append, batch_seconds=0.05
     )
     writer.start()
     for i in range(50):
@@ -278,22 +285,14 @@ def test_the_writer_writes_in_batches_off_the_callers_thread_and_flushes_on_stop
 def test_the_writer_keeps_numbering_after_the_oldest_records_are_pruned(tmp_path: Path) -> None:
     """The writer numbers records itself: a follower paging by ``seq`` never sees a number
     again, even once retention has emptied the file (sqlite would restart at max + 1)."""
-    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
-    writer = JournalWriter(
-        store,
-        retention=lambda: JournalSettings(days=1),
-        secrets=frozenset,
-        on_written=lambda records: None,
-        on_warning=lambda text: None,
-        clock=lambda: NOW,
-    )
+    writer = writer_at(tmp_path, retention=lambda: JournalSettings(days=1), clock=lambda: NOW)
     writer._write([seen(NOW - 2 * DAY), seen(NOW - 2 * DAY)])
     writer._prune()
     assert read_calls(tmp_path / JOURNAL_FILE, CallQuery()) == []
     writer._write([seen(NOW)])
     (only,) = read_calls(tmp_path / JOURNAL_FILE, CallQuery())
     assert only.seq == 3 and only.id.endswith("-3")
-    store.close()
+    writer.store.close()
 
 
 def test_missing_values_are_written_as_sql_null(tmp_path: Path) -> None:
@@ -323,14 +322,9 @@ def test_a_plain_answers_short_way_to_the_writer_sees_what_the_general_one_does(
 ) -> None:
     """Watch.done takes most answers in one frame (core.serving.observe.call_journal): what it
     hands the writer is what Watch._end would have, field for field."""
-    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
-    writer = JournalWriter(
-        store,
-        retention=JournalSettings,
-        secrets=frozenset,
-        on_written=lambda records: None,
-        on_warning=lambda text: None,
-    )
+    writer = writer_at(tmp_path)
+    taken: list[Seen] = []
+    writer.put = taken.append  # what the loop hands the writer, kept in order
     journal = CallJournal()
     journal.writer = writer
     who = ("Claude Code", "claude-code", None, "clientInfo, handshake", "s1", "/mcp/echo")
@@ -343,12 +337,12 @@ def test_a_plain_answers_short_way_to_the_writer_sees_what_the_general_one_does(
     short.done(result)
     outcome = "tool-error" if result.get("isError") else "retried" if replayed else "ok"
     general._end(outcome, "", None, "", result)
-    taken = writer._queue.get_nowait(), writer._queue.get_nowait()
+    assert len(taken) == 2
     assert [seen._replace(duration_ms=0, started=0) for seen in taken] == [
         taken[1]._replace(duration_ms=0, started=0)
     ] * 2
     assert taken[0].outcome == outcome and taken[0].generation == (4 if replayed else 3)
-    store.close()
+    writer.store.close()
 
 
 # ------------------------------------------------------------ config
@@ -437,15 +431,7 @@ def test_outcomes_that_approvals_and_held_tools_give_are_recorded_as_given(
         journal_outcome = ("denied", "approval")
 
     assert outcome_of(Denied("echo", "the person said no")) == ("denied", "approval", None)
-    store, _ = JournalStore.open(tmp_path / JOURNAL_FILE, NOW)
-    writer = JournalWriter(
-        store,
-        retention=JournalSettings,
-        secrets=frozenset,
-        on_written=lambda records: None,
-        on_warning=lambda text: None,
-        batch_seconds=0.01,
-    )
+    writer = writer_at(tmp_path, batch_seconds=0.01)
     journal = CallJournal()
     journal.writer = writer
     writer.start()

@@ -299,7 +299,7 @@ class CallJournal:
 
     def __init__(self) -> None:
         self._writer: JournalWriter | None = None
-        #: Hands a call's ``Seen`` to the writer (its queue's own put: C, no frame of ours).
+        #: Hands a call's ``Seen`` to the writer (``JournalWriter.put``), or drops it.
         self.put: Callable[[Seen], None] = _drop
         #: Spans of the calls, when the config names an OTLP endpoint (core.serving.observe.telemetry).
         self.telemetry: Telemetry | None = None
@@ -319,7 +319,7 @@ class CallJournal:
     @writer.setter
     def writer(self, writer: JournalWriter | None) -> None:
         self._writer = writer
-        self.put = _drop if writer is None else writer.put_function()
+        self.put = _drop if writer is None else writer.put
 
     def watch(
         self,
