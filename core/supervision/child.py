@@ -246,13 +246,19 @@ class ChildProcess:
     def _on_exit(self) -> None:
         # Every watch tells once poll() can reap (WNOHANG); should one ever be
         # early, look again soon: a blocking wait here would freeze core's loop.
+        if not self._take_exit():
+            self._loop.call_later(EARLY_EXIT_RECHECK_SECONDS, self._on_exit)
+
+    def _take_exit(self) -> bool:
+        """Reap the leader if it has exited (never blocks); whether its code is known."""
+        if self.exited.done():
+            return True
         returncode = self.popen.poll()
         if returncode is None:
-            self._loop.call_later(EARLY_EXIT_RECHECK_SECONDS, self._on_exit)
-            return
+            return False
         LIVE_PIDS.discard(self.pid)
-        if not self.exited.done():
-            self.exited.set_result(returncode)
+        self.exited.set_result(returncode)
+        return True
 
     @property
     def returncode(self) -> int | None:
@@ -262,7 +268,12 @@ class ChildProcess:
         """True until the leader has exited (asked of the OS, not a cached flag)."""
         if self.exited.done():
             return False
-        return self._watching.alive()
+        if self._watching.alive():
+            return True
+        # Gone before its watch's callback ran: take the code now, so nobody
+        # told "not alive" reads a returncode of None ("still running").
+        self._take_exit()
+        return False
 
     async def write(self, data: bytes) -> None:
         """``data`` to the child's stdin, in order. What is written in one turn of the

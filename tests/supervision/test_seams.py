@@ -8,6 +8,7 @@ so its graces are reached by moving the clock, never by sleeping.
 import asyncio
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import pytest
 
 from core.base.errors import ServerParked, SpawnError
 from core.base.states import ServerState
-from core.supervision.child import ChildProcess, StopTiming
+from core.supervision.child import ChildProcess, StopTiming, describe_returncode
 from tests.conftest import (
     ECHO,
     ReadyFactory,
@@ -201,3 +202,20 @@ async def test_a_child_that_ignores_sigterm_is_killed_when_the_clock_says_so() -
     await asyncio.wait_for(stop, 10)
     assert child.returncode == -signal.SIGKILL
     assert any("sending SIGKILL" in note for note in stopping.notes)
+
+
+async def test_a_child_found_gone_before_its_exit_watch_told_has_its_exit_code() -> None:
+    # The loop is never yielded to while looking, so the exit watch's callback
+    # cannot run first: is_alive() alone must take the exit.
+    child = await ChildProcess.spawn(
+        sys.executable, ["-c", "raise SystemExit(3)"], env={}, cwd=None
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while child.is_alive():
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)  # noqa: ASYNC251 - the point is not to yield to the loop
+        assert child.returncode == 3
+        assert describe_returncode(child.returncode) == "exit code 3"
+    finally:
+        await child.stop(StopTiming(0.1, 0.1, 0.1), lambda _: None)
