@@ -60,22 +60,34 @@ def thread_seconds(process: psutil.Process) -> dict[str, float]:
     return found
 
 
-async def _block(clients: list[RawHttpClient], seconds: float, into: Calls) -> int:
+async def _block(clients: list[RawHttpClient], seconds: float, into: Calls, rate: float) -> int:
+    """Calls for ``seconds``: back to back, or ``rate`` a second across the sessions
+    (each session its share, on a schedule: a late call does not move the next)."""
     deadline = time.perf_counter() + seconds
     done = 0
+    interval = len(clients) / rate if rate > 0 else 0.0
 
-    async def caller(client: RawHttpClient) -> None:
+    async def caller(client: RawHttpClient, offset: float) -> None:
         nonlocal done
-        while time.perf_counter() < deadline:
+        due = time.perf_counter() + offset
+        while (now := time.perf_counter()) < deadline:
+            if interval:
+                if due > now:
+                    await asyncio.sleep(due - now)
+                due += interval
             into.latencies.append(await timed_call(client))
             done += 1
 
-    await asyncio.gather(*(caller(client) for client in clients))
+    # Paced sessions start spread over one interval, not all at once.
+    spread = interval / max(len(clients), 1)
+    await asyncio.gather(*(caller(client, at * spread) for at, client in enumerate(clients)))
     into.calls += done
     return done
 
 
-async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> dict[str, Calls]:
+async def measure_calls(
+    trays: dict[str, Tray], count: int, seconds: float, rate: float = 0.0
+) -> dict[str, Calls]:
     clients = {
         loop: [await connected_session(tray) for _ in range(count)] for loop, tray in trays.items()
     }
@@ -101,7 +113,7 @@ async def measure_calls(trays: dict[str, Tray], count: int, seconds: float) -> d
                 threads_before = thread_seconds(processes[loop])
                 child_before, me_before = cpu_seconds(children[loop]), cpu_seconds(me)
                 began = time.perf_counter()
-                done = await _block(clients[loop], BLOCK_SECONDS, into)
+                done = await _block(clients[loop], BLOCK_SECONDS, into, rate)
                 into.seconds += time.perf_counter() - began
                 tray_cpu = cpu_seconds(processes[loop]) - tray_before
                 into.tray_cpu += tray_cpu
@@ -157,8 +169,9 @@ def keep_calls(results: dict[int, dict[str, Calls]], command: str, loop: str) ->
     record("scale-calls", command, figures, [row.filled(against=against) for row in CALLS_ROWS])
 
 
-def report_calls(results: dict[int, dict[str, Calls]], command: str) -> None:
-    print(f"\ncalls: echo back to back, lean client  (reproduce: {command})")
+def report_calls(results: dict[int, dict[str, Calls]], command: str, rate: float = 0.0) -> None:
+    pace = f"{rate:,.0f} calls/s across the sessions" if rate else "back to back"
+    print(f"\ncalls: echo {pace}, lean client  (reproduce: {command})")
     print(
         "  sessions  loop          calls/s  tray CPU/call  tray CPU  child CPU  bench CPU  "
         "p50 ms   p99 ms"

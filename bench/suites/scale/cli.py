@@ -161,7 +161,8 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
                         running_tray(homes(), loop, args.child, args.baseline)
                     )
             results = {
-                count: await measure_calls(trays, count, args.seconds) for count in args.sessions
+                count: await measure_calls(trays, count, args.seconds, args.call_rate)
+                for count in args.sessions
             }
         command = _command(
             "--only calls",
@@ -170,12 +171,13 @@ async def run(args: argparse.Namespace, homes: Callable[[], Path]) -> None:
             f"--loops {','.join(loops)}",
             f"--child {args.child}",
             f"--journal {','.join(args.journal)}",
+            *([f"--call-rate {args.call_rate:g}"] if args.call_rate else []),
             *([f"--baseline {args.baseline}"] if args.baseline else []),
             *([f"--tray-profile {args.tray_profile}"] if args.tray_profile else []),
         )
-        report_calls(results, command)
+        report_calls(results, command, args.call_rate)
         report_journal(results)
-        if not args.no_record and args.tray_profile is None:
+        if not args.no_record and args.tray_profile is None and not args.call_rate:
             keep_calls(results, command, loops[0])
         if args.tray_profile is not None:
             print(f"  tray profile ({loops[0]}): python -m pstats {args.tray_profile}")
@@ -227,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         default=("on",),
         help="calls: on, off, or on,off (one tray each, their blocks interleaved): what the "
         "call journal costs per call",
+    )
+    parser.add_argument(
+        "--call-rate",
+        type=float,
+        default=0.0,
+        help="calls: calls per second across the sessions (0: back to back, the tray "
+        "saturated). A fixed rate compares trays at the same load, where back to back "
+        "each runs at its own",
     )
     parser.add_argument("--only", choices=("opens", "calls"), default=None)
     parser.add_argument(
