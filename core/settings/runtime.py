@@ -80,6 +80,11 @@ class Instance:
             raise AlreadyRunning(
                 info.pid if info else None, info.url if info else None, paths.lock_file
             ) from None
+        # A runtime file left now is a dead tray's: gone before this one publishes,
+        # or a CLI asking meanwhile would send the token to its port, which by then
+        # may be anyone's.
+        with contextlib.suppress(FileNotFoundError):
+            paths.runtime_file.unlink()
         return cls(paths, handle)
 
     def publish(self, port: int, owner: str, configured_port: int | None = None) -> RuntimeInfo:
