@@ -50,9 +50,11 @@ class LineClient:
         try:
             yield cls(proc)
         finally:
+            # Closed even when the bridge already exited: an open stdin transport
+            # outlives the test and warns (ResourceWarning) in whichever test GC meets it.
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
             if proc.returncode is None:
-                if proc.stdin is not None and not proc.stdin.is_closing():
-                    proc.stdin.close()
                 try:
                     await asyncio.wait_for(proc.wait(), 10)
                 except TimeoutError:
