@@ -1,0 +1,297 @@
+"""A remote MCP server (streamable HTTP) with a child process's face.
+
+The run loop, the upstream session (core.supervision.upstream), the health
+ping, the breakers, the eras and the journal all speak to a child through
+its stdout lines, ``write`` and ``exited``; a remote gets the same face, so
+everything above it stays as it is. Each JSON-RPC message written is one
+POST; what comes back (a JSON body, or the events of an SSE stream) is fed
+to ``stdout`` as lines; once the server names a session (``Mcp-Session-Id``)
+every later POST carries it, and a GET stream brings what the server sends
+on its own (notifications, list changes). ``stderr`` carries this
+transport's own notes, one line each, as a child's stderr would (the Logs
+tab shows them).
+
+Ending, as a child's exit: a remote that cannot be reached (DNS, refused,
+TLS, timeout) or that forgot the session (404 to a request carrying it)
+ends this "run", with the reason in ``end_text``; its pending requests then
+fail at once (stdout ends), and the supervisor starts a new run, which here
+means a new session, with its backoff. A refused request of a session that
+lives (another 4xx, a 5xx) is answered as that request's JSON-RPC error
+naming the status, and the session goes on.
+
+Not yet chosen by the supervisor: config entries with ``"url"``, the
+``unreachable`` and ``needs-sign-in`` states and OAuth come next (issue 31).
+"""
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import httpx
+
+from core.base.clock import SYSTEM_CLOCK, Clock
+
+#: The server's JSON-RPC error for a request it refused at the HTTP level.
+HTTP_REFUSED_CODE: Final = -32000
+#: How long connecting may take before the remote counts as unreachable.
+CONNECT_SECONDS: Final = 5.0
+#: A DELETE of the session at stop: best effort, never holding the stop up long.
+DELETE_SECONDS: Final = 2.0
+SESSION_HEADER: Final = "mcp-session-id"
+VERSION_HEADER: Final = "mcp-protocol-version"
+#: A body kept in a note or an error text, at most.
+BODY_CHARS: Final = 200
+
+
+class RemoteChild:
+    """One session with a remote server, shaped like core.supervision.child.ChildProcess."""
+
+    #: No process of ours: no pid, no tree, nothing to sweep.
+    pid: None = None
+    tag: str = ""
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self.argv = [url]
+        self._headers = dict(headers or {})
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS),
+            follow_redirects=False,
+        )
+        loop = asyncio.get_running_loop()
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self.stdout = asyncio.StreamReader()
+        self.stderr = asyncio.StreamReader()
+        #: Why this session ended (None while it lives).
+        self.end_text: str | None = None
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._initialize_ids: set[Any] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listening = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> "RemoteChild":
+        """A session, not yet begun: the first POST (the handshake) says whether it is up."""
+        return cls(url, headers, transport=transport)
+
+    # ------------------------------------------------------------------ the face
+
+    @property
+    def returncode(self) -> int | None:
+        return self.exited.result() if self.exited.done() else None
+
+    def is_alive(self) -> bool:
+        return not self.exited.done()
+
+    def describe_end(self) -> str:
+        return self.end_text or "still connected"
+
+    async def write(self, data: bytes) -> None:
+        """Each message in ``data`` (JSON lines) on its own POST; returns at once (the
+        answer comes on stdout, as a child's would)."""
+        if self.exited.done():
+            raise BrokenPipeError(f"the session with {self.url} has ended: {self.end_text}")
+        for line in data.splitlines():
+            if line.strip():
+                self._spawn(self._post(json.loads(line)))
+
+    def close_stdin(self) -> None:
+        self._end("closed by mcp-tray")
+
+    async def stop(
+        self, timing: object = None, log: object = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        """End the session: the remote is told (DELETE) when it named one."""
+        if self.session_id is not None and not self.exited.done():
+            with contextlib.suppress(httpx.HTTPError, TimeoutError):
+                await asyncio.wait_for(
+                    self._client.delete(self.url, headers=self._request_headers()), DELETE_SECONDS
+                )
+        self._end("stopped by mcp-tray")
+        await self.end_group()
+
+    async def end_group(
+        self, timing: object = None, log: object = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        """Nothing of it runs here: let its requests go and the connections close."""
+        self._end("stopped by mcp-tray")
+        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._client.aclose()
+
+    # ------------------------------------------------------------------ the wire
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _request_headers(
+        self, accept: str = "application/json, text/event-stream"
+    ) -> dict[str, str]:
+        headers = {**self._headers, "accept": accept, "content-type": "application/json"}
+        if self.session_id is not None:
+            headers[SESSION_HEADER] = self.session_id
+        if self.protocol_version is not None:
+            headers[VERSION_HEADER] = self.protocol_version
+        return headers
+
+    async def _post(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id") if "method" in message else None
+        if message.get("method") == "initialize":
+            self._initialize_ids.add(request_id)
+        had_session = self.session_id is not None
+        try:
+            async with self._client.stream(
+                "POST", self.url, content=json.dumps(message), headers=self._request_headers()
+            ) as response:
+                named = response.headers.get(SESSION_HEADER)
+                if named and self.session_id is None:
+                    self.session_id = named
+                if response.status_code == 404 and had_session:
+                    self._end(f"the remote ended the session (HTTP 404 from {self.url})")
+                    return
+                if response.status_code >= 400:
+                    body = (await response.aread()).decode(errors="replace")[:BODY_CHARS]
+                    self._note(f"POST {response.status_code}: {body}")
+                    if request_id is not None:
+                        self._refused(request_id, response.status_code, body)
+                    return
+                if response.status_code == 202:
+                    return
+                kind = response.headers.get("content-type", "")
+                if kind.startswith("text/event-stream"):
+                    async for data in _sse_data(response.aiter_lines()):
+                        self._feed(data)
+                else:
+                    body_bytes = await response.aread()
+                    if body_bytes.strip():
+                        self._feed(body_bytes.decode())
+        except httpx.TransportError as exc:
+            self._end(f"unreachable: {_describe(exc)} ({self.url})")
+            return
+        if self.session_id is not None and not self._listening and self.protocol_version:
+            self._listening = True
+            self._spawn(self._listen())
+
+    async def _listen(self) -> None:
+        """What the server sends unasked, on a GET stream (405: it keeps none)."""
+        try:
+            async with self._client.stream(
+                "GET", self.url, headers=self._request_headers("text/event-stream")
+            ) as response:
+                if response.status_code == 405:
+                    return
+                if response.status_code >= 400:
+                    self._note(
+                        f"GET {response.status_code}: no stream of the server's own messages"
+                    )
+                    return
+                async for data in _sse_data(response.aiter_lines()):
+                    self._feed(data)
+        except httpx.TransportError as exc:
+            self._note(f"the server's stream ended: {_describe(exc)}")
+
+    def _feed(self, text: str) -> None:
+        """One JSON-RPC message (or a batch) from the remote, to stdout as lines."""
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            self._note(f"not JSON-RPC: {text[:BODY_CHARS]}")
+            return
+        for message in decoded if isinstance(decoded, list) else [decoded]:
+            if not isinstance(message, dict):
+                continue
+            if message.get("id") in self._initialize_ids and isinstance(
+                message.get("result"), dict
+            ):
+                version = message["result"].get("protocolVersion")
+                if isinstance(version, str):
+                    self.protocol_version = version
+            if not self.exited.done():
+                self.stdout.feed_data(json.dumps(message).encode() + b"\n")
+
+    def _refused(self, request_id: Any, status: int, body: str) -> None:
+        reason = httpx.codes.get_reason_phrase(status)
+        text = f"{self.url} answered HTTP {status} {reason}".rstrip()
+        if body.strip():
+            text += f": {body.strip()}"
+        self._feed(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {"code": HTTP_REFUSED_CODE, "message": text},
+                }
+            )
+        )
+
+    def _note(self, text: str) -> None:
+        if not self.exited.done():
+            self.stderr.feed_data(f"[remote] {text}\n".encode())
+
+    def _end(self, text: str) -> None:
+        if self.exited.done():
+            return
+        self.end_text = text
+        self._note(text)
+        self.stdout.feed_eof()
+        self.stderr.feed_eof()
+        self.exited.set_result(0)
+
+
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The ``data`` of each ``message`` event of an SSE stream."""
+    data: list[str] = []
+    event = "message"
+    async for line in lines:
+        if not line:
+            if data and event == "message":
+                yield "\n".join(data)
+            data, event = [], "message"
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                event = value
+    if data and event == "message":
+        yield "\n".join(data)
+
+
+_REASONS: Final[tuple[tuple[type[httpx.TransportError], str], ...]] = (
+    (httpx.ConnectTimeout, "no answer to the connection within the timeout"),
+    (httpx.ConnectError, "could not connect"),
+    (httpx.ReadTimeout, "no answer within the timeout"),
+    (httpx.RemoteProtocolError, "the server broke the HTTP exchange"),
+)
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    """What failed, in words, with the library's own detail (refused, DNS, TLS...)."""
+    detail = str(exc) or type(exc).__name__
+    for kind, words in _REASONS:
+        if isinstance(exc, kind):
+            return f"{words}: {detail}"
+    return detail

@@ -1,0 +1,227 @@
+"""A remote server's session with a child's face (core.supervision.remote), against the SDK's
+own streamable-HTTP server in a process of its own, on a loopback socket the test binds.
+
+The transport alone (issue 31's first piece): config entries, the supervisor's
+choice of it, states and sign-in come next.
+"""
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.supervision.remote import HTTP_REFUSED_CODE, RemoteChild
+
+SERVER = Path(__file__).parents[1] / "servers" / "remote_http.py"
+
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32", reason="the server is handed its listening socket as an inherited fd"
+)
+
+
+class Remote:
+    """The server process, on a port that stays the test's across a stop and a start."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self.sock.fileno() == -1:
+            self.sock = socket.socket()
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind(("127.0.0.1", self.port))
+        self.sock.listen(16)
+        self.sock.set_inheritable(True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), str(self.sock.fileno())], pass_fds=(self.sock.fileno(),)
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        self.sock.close()
+
+
+@pytest.fixture
+def remote() -> Iterator[Remote]:
+    server = Remote()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def child(remote: Remote) -> AsyncIterator[RemoteChild]:
+    opened = await RemoteChild.open(remote.url, {"x-test": "yes"})
+    yield opened
+    await opened.stop()
+
+
+async def send(child: RemoteChild, message: dict[str, Any]) -> None:
+    await child.write(json.dumps(message).encode() + b"\n")
+
+
+async def answer(child: RemoteChild, timeout: float = 20) -> dict[str, Any]:
+    line = await asyncio.wait_for(child.stdout.readline(), timeout)
+    assert line, f"stdout ended: {child.end_text}"
+    message: dict[str, Any] = json.loads(line)
+    return message
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-tray", "version": "test"},
+    },
+}
+
+
+async def handshake(child: RemoteChild) -> dict[str, Any]:
+    """Initialize, retried while the server process is still starting (refused)."""
+    reply = await answer_first(child)
+    await send(child, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return reply
+
+
+async def answer_first(child: RemoteChild) -> dict[str, Any]:
+    await send(child, INITIALIZE)
+    return await answer(child)
+
+
+async def call(child: RemoteChild, request_id: int, text: str) -> dict[str, Any]:
+    await send(
+        child,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": text}},
+        },
+    )
+    return await answer(child)
+
+
+async def up(remote: Remote) -> RemoteChild:
+    """A child whose handshake was answered (the server process takes a moment to listen:
+    the socket is bound, so connections wait in its backlog meanwhile)."""
+    child = await RemoteChild.open(remote.url)
+    await handshake(child)
+    return child
+
+
+async def test_a_remote_answers_the_handshake_and_a_call_through_its_session(
+    child: RemoteChild,
+) -> None:
+    reply = await handshake(child)
+
+    assert reply["id"] == 1
+    assert reply["result"]["serverInfo"]["name"] == "remote-echo"
+    assert child.session_id  # the server named its session
+    assert child.protocol_version == reply["result"]["protocolVersion"]
+    result = await call(child, 2, "over http")
+    assert result["id"] == 2
+    assert result["result"]["content"][0]["text"] == "over http"
+    assert child.is_alive()
+
+
+async def test_calls_in_flight_together_each_get_their_own_answer(child: RemoteChild) -> None:
+    await handshake(child)
+    for n in range(2, 8):
+        await send(
+            child,
+            {
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": f"call {n}"}},
+            },
+        )
+    answers = [await answer(child) for _ in range(6)]
+
+    assert {a["id"]: a["result"]["content"][0]["text"] for a in answers} == {
+        n: f"call {n}" for n in range(2, 8)
+    }
+
+
+async def test_a_stopped_remote_ends_the_session_at_once_naming_what_failed(
+    remote: Remote, child: RemoteChild
+) -> None:
+    await handshake(child)
+    remote.stop()
+
+    began = time.perf_counter()
+    await send(
+        child,
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo"}},
+    )
+    await asyncio.wait_for(child.exited, 10)
+
+    assert time.perf_counter() - began < 5  # at once, never a call's timeout
+    assert child.end_text is not None
+    assert child.end_text.startswith("unreachable: could not connect")
+    assert remote.url in child.end_text
+    assert await child.stdout.readline() == b""  # what waits on it fails now
+    with pytest.raises(BrokenPipeError):
+        await send(child, {"jsonrpc": "2.0", "id": 10, "method": "ping"})
+
+
+async def test_a_remote_started_again_is_reached_by_a_new_session(remote: Remote) -> None:
+    first = await up(remote)
+    remote.stop()
+    await send(first, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    await asyncio.wait_for(first.exited, 10)
+    await first.stop()
+
+    remote.start()
+    again = await up(remote)
+    try:
+        assert (await call(again, 2, "back"))["result"]["content"][0]["text"] == "back"
+    finally:
+        await again.stop()
+
+
+async def test_a_forgotten_session_ends_the_run_and_a_refused_request_is_its_error(
+    child: RemoteChild,
+) -> None:
+    await handshake(child)
+    # A session id the server never gave: it answers 404, which ends this session.
+    real = child.session_id
+    child.session_id = "not-a-session"
+    await send(child, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    await asyncio.wait_for(child.exited, 10)
+    assert child.end_text is not None and "ended the session (HTTP 404" in child.end_text
+    assert real != "not-a-session"
+
+
+async def test_an_http_refusal_of_a_request_is_a_json_rpc_error_naming_the_status(
+    remote: Remote,
+) -> None:
+    # No session yet and no initialize: the SDK refuses the request (400).
+    child = await RemoteChild.open(remote.url)
+    try:
+        await send(child, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        reply = await answer(child)
+        assert reply["id"] == 5
+        assert reply["error"]["code"] == HTTP_REFUSED_CODE
+        assert "answered HTTP 400" in reply["error"]["message"]
+        assert child.is_alive()  # a refusal is the request's, not the session's end
+    finally:
+        await child.stop()
