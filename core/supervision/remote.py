@@ -79,17 +79,6 @@ class RemoteChild:
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening = False
 
-    @classmethod
-    async def open(
-        cls,
-        url: str,
-        headers: Mapping[str, str] | None = None,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> "RemoteChild":
-        """A session, not yet begun: the first POST (the handshake) says whether it is up."""
-        return cls(url, headers, transport=transport)
-
     # ------------------------------------------------------------------ the face
 
     @property

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from core.supervision.remote import HTTP_REFUSED_CODE, RemoteChild
+from tests.support.bridge_lines import hello
 
 SERVER = Path(__file__).parents[1] / "servers" / "remote_http.py"
 
@@ -66,7 +67,7 @@ def remote() -> Iterator[Remote]:
 
 @pytest.fixture
 async def child(remote: Remote) -> AsyncIterator[RemoteChild]:
-    opened = await RemoteChild.open(remote.url, {"x-test": "yes"})
+    opened = RemoteChild(remote.url, {"x-test": "yes"})
     yield opened
     await opened.stop()
 
@@ -82,47 +83,32 @@ async def answer(child: RemoteChild, timeout: float = 20) -> dict[str, Any]:
     return message
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "mcp-tray", "version": "test"},
-    },
-}
+def echo_call(request_id: int, text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": text}},
+    }
 
 
 async def handshake(child: RemoteChild) -> dict[str, Any]:
-    """Initialize, retried while the server process is still starting (refused)."""
-    reply = await answer_first(child)
+    """Initialize and its answer, then the notification that ends the handshake."""
+    await send(child, hello(1, "2025-11-25"))
+    reply = await answer(child)
     await send(child, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     return reply
 
 
-async def answer_first(child: RemoteChild) -> dict[str, Any]:
-    await send(child, INITIALIZE)
-    return await answer(child)
-
-
 async def call(child: RemoteChild, request_id: int, text: str) -> dict[str, Any]:
-    await send(
-        child,
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": text}},
-        },
-    )
+    await send(child, echo_call(request_id, text))
     return await answer(child)
 
 
 async def up(remote: Remote) -> RemoteChild:
     """A child whose handshake was answered (the server process takes a moment to listen:
     the socket is bound, so connections wait in its backlog meanwhile)."""
-    child = await RemoteChild.open(remote.url)
+    child = RemoteChild(remote.url)
     await handshake(child)
     return child
 
@@ -145,15 +131,7 @@ async def test_a_remote_answers_the_handshake_and_a_call_through_its_session(
 async def test_calls_in_flight_together_each_get_their_own_answer(child: RemoteChild) -> None:
     await handshake(child)
     for n in range(2, 8):
-        await send(
-            child,
-            {
-                "jsonrpc": "2.0",
-                "id": n,
-                "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"text": f"call {n}"}},
-            },
-        )
+        await send(child, echo_call(n, f"call {n}"))
     answers = [await answer(child) for _ in range(6)]
 
     assert {a["id"]: a["result"]["content"][0]["text"] for a in answers} == {
@@ -219,7 +197,7 @@ async def test_an_http_refusal_of_a_request_is_a_json_rpc_error_naming_the_statu
     remote: Remote,
 ) -> None:
     # No session yet and no initialize: the SDK refuses the request (400).
-    child = await RemoteChild.open(remote.url)
+    child = RemoteChild(remote.url)
     try:
         await send(child, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
         reply = await answer(child)
