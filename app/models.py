@@ -276,6 +276,9 @@ class ServersModel(RowModel):
         server, usage = row.server, row.usage
         if column == "state":
             return server.state.value
+        if server.remote and column in ("pid", "cpu", "rss"):
+            # No process of ours: the mark says why the cell holds no number.
+            return "remote" if column == "pid" else ""
         if column == "breaker":
             return server.breaker.value
         if column == "uptime":
@@ -304,6 +307,8 @@ class ServersModel(RowModel):
                 row.activity.summary()
                 + ". Blue: calls; red: failed calls; a mark: a restart (amber after a crash)."
             )
+        if server.remote and column in ("pid", "cpu", "rss"):
+            return f"A remote server, reached over HTTP at {server.command}"
         if column in ("cpu", "rss"):
             return (
                 "The child and its descendants, sampled every few seconds while this window shows."

@@ -68,6 +68,8 @@ STATE_COLOURS: Final = {
     ServerState.STOPPED: TrayColour.GREY,
     # Asleep on purpose (on demand) and answering lists: calm, never a worry.
     ServerState.SLEEPING: TrayColour.GREEN,
+    # Nothing of ours broke, and it is tried again by itself: a warning, not an alarm.
+    ServerState.UNREACHABLE: TrayColour.AMBER,
 }
 
 
@@ -246,6 +248,17 @@ def _exited(server: ServerSnapshot) -> Cause:
     return Cause(TrayColour.AMBER, f"{server.name} respawning: {why}")
 
 
+def _unreachable(server: ServerSnapshot) -> Cause:
+    run = server.last_error or "unreachable"
+    why = run.split(" ", 2)[-1] if run.startswith("generation ") else run
+    again = f"; tried again in {server.retry_in:.0f} s" if server.retry_in is not None else ""
+    return Cause(
+        TrayColour.AMBER,
+        f"{server.name} {why}{again}",
+        f"Check the network or the service; Respawn (or mcp-tray respawn {server.name}) tries now",
+    )
+
+
 def _starting(server: ServerSnapshot) -> Cause:
     return Cause(TrayColour.AMBER, f"{server.name} starting")
 
@@ -289,6 +302,7 @@ def causes(snapshot: TraySnapshot) -> list[Cause]:
     found += _warnings(snapshot)
     found += [_degraded(s) for s in servers if s.state is ServerState.DEGRADED]
     found += _stale(snapshot)
+    found += [_unreachable(s) for s in servers if s.state is ServerState.UNREACHABLE]
     found += [_exited(s) for s in servers if s.state is ServerState.EXITED]
     found += [_starting(s) for s in servers if s.state is ServerState.STARTING]
     return found

@@ -29,7 +29,7 @@ from core.supervision.supervisor import Supervisor
 from tests.support import paths
 from tests.support.fakes import FakeClock
 
-pytest_plugins = ["tests.support.gateway_support"]
+pytest_plugins = ["tests.support.gateway_support", "tests.support.remote_server"]
 
 #: Test modules about POSIX process groups and signals, not collected on Windows
 #: (the Windows job object has its own semantics, type-checked only; docs/platforms.md).

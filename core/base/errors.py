@@ -351,6 +351,25 @@ class ServerParked(Unavailable):
         )
 
 
+class RemoteUnreachable(Unavailable):
+    """A remote server's last try to reach it failed; mcp-tray tries again by itself."""
+
+    kind = "unreachable"
+
+    def __init__(self, server: str, reason: str, retry_in: float | None) -> None:
+        self.reason = reason
+        again = (
+            f"mcp-tray tries again in {retry_in:.0f} s by itself"
+            if retry_in is not None
+            else "mcp-tray is trying again"
+        )
+        super().__init__(
+            server,
+            f"remote server {server!r} is {reason}, so nothing was sent; {again} "
+            f"(or now: mcp-tray respawn {server})",
+        )
+
+
 class TooManyChildren(Unavailable):
     """A session or workspace needs a child of its own, and the entry has ``max_children``."""
 

@@ -74,6 +74,10 @@ class ServerSnapshot:
     #: Whether a sandbox is enforced and by what ("landlock ABI 7 — write 2 folders,
     #: network off", "none", "not enforced (why)").
     sandbox: str = "none"
+    #: A remote server (an entry with "url"): no process of ours, so no pid nor memory.
+    remote: bool = False
+    #: A remote's next try to reach it, in seconds from the snapshot (None otherwise).
+    retry_in: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +96,8 @@ class ServerSnapshot:
             "log": self.log_path,
             "protocol": self.protocol,
             "sandbox": self.sandbox,
+            "remote": self.remote,
+            "retry_in": self.retry_in,
         }
 
 

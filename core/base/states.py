@@ -23,6 +23,9 @@ class ServerState(enum.Enum):
     PARKED = "parked"
     #: An on-demand server with no child: its kept catalog answers lists, a call wakes it.
     SLEEPING = "sleeping"
+    #: A remote server that could not be reached (DNS, refused, TLS, timeout): calls are
+    #: refused at once with the reason, and it is tried again with a backoff, never parked.
+    UNREACHABLE = "unreachable"
 
 
 class BreakerState(enum.Enum):
@@ -45,6 +48,8 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
         {
             # handshake done and tools listed
             S.READY,
+            # a remote that could not be reached
+            S.UNREACHABLE,
             # the child died (or the handshake failed) before it was ready
             S.EXITED,
             # a permanent start error (command not found, bad cwd, missing secret)
@@ -59,9 +64,10 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     # ready -> exited: the child died; ready -> stopped: the user stopped it;
     # ready -> starting: the user (or a config edit) asked for a fresh child;
     # ready -> sleeping: an on-demand server was idle its idle_stop_s (stop contract).
-    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING}),
+    # ready -> unreachable: a remote's connection failed.
+    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE}),
     # degraded -> ready: a later ping answered again.
-    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING}),
+    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE}),
     S.EXITED: frozenset(
         {
             # the backoff ran out, or a waiting call asked for the respawn now
@@ -75,4 +81,7 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     S.PARKED: frozenset({S.STARTING, S.STOPPED}),
     # sleeping -> starting: a call (or Respawn) needs it; sleeping -> stopped: the user.
     S.SLEEPING: frozenset({S.STARTING, S.STOPPED}),
+    # unreachable -> starting: the backoff ran out (or Respawn); -> parked: a config
+    # that can never work (a missing secret) found on the next try.
+    S.UNREACHABLE: frozenset({S.STARTING, S.STOPPED, S.PARKED}),
 }

@@ -299,7 +299,7 @@ class TrayService:
 
     def _resolve_env(self, config: ServerConfig) -> dict[str, str]:
         env = resolve_env(config)
-        found = keyring_values(config.env, env)
+        found = keyring_values(config.secret_values, env)
         if not found <= self._secrets:
             self._secrets = self._secrets | found
         return env

@@ -49,6 +49,7 @@ from core.settings.oversight_check import (
 )
 from core.settings.paths import default_paths
 from core.settings.profiles import check_profiles
+from core.settings.remote_check import REMOTE_TYPES, URL_ALIASES, check_remote, is_remote_entry
 
 #: A config is four levels deep (mcpServers, a server, its env, a value);
 #: deeper nesting is a mistake or an attack, refused before anything recurses.
@@ -384,29 +385,45 @@ class _Checker:
         for key in entry:
             if key not in SERVER_KEYS:
                 hint = did_you_mean(key, SERVER_KEYS)
-                if key in ("url", "serverUrl", "httpUrl"):
+                if key in URL_ALIASES:
                     raise self.error(
                         [*keys, key],
-                        "remote (URL) servers are not supervised by mcp-tray",
-                        fix="keep this entry in your client's own config; mcp-tray runs local stdio servers",
+                        "is another client's name for a remote server's URL",
+                        fix=f'write it as "url": {json.dumps(entry[key])}',
                     )
                 raise self.error(
                     [*keys, key],
                     f"unknown key{hint}",
                     fix=f"use one of {', '.join(SERVER_KEYS)}, or remove it",
                 )
-        if entry.get("type", "stdio") != "stdio":
+        remote = None
+        if is_remote_entry(entry):
+            remote = check_remote(entry, keys, self, self.check_env_value)
+        elif entry.get("type", "stdio") != "stdio":
+            if entry["type"] in REMOTE_TYPES:
+                raise self.error(
+                    keys,
+                    f'has "type": {json.dumps(entry["type"])} but no "url"',
+                    fix='add "url": "https://…" (the server\'s address)',
+                )
             raise self.error(
                 [*keys, "type"],
                 f"only stdio servers can be supervised, got {_describe(entry['type'])}",
                 fix='remove "type" or set it to "stdio"',
             )
-        if "command" not in entry:
+        elif "allow_insecure" in entry or "headers" in entry or "transport" in entry:
+            key = next(k for k in ("headers", "transport", "allow_insecure") if k in entry)
+            raise self.error(
+                [*keys, key],
+                f'only a remote server (one with "url") takes "{key}"',
+                fix=f'remove "{key}", or give the server\'s "url"',
+            )
+        if remote is None and "command" not in entry:
             raise self.error(
                 keys, "has no 'command'", fix='add "command": "the program to run" (e.g. "npx")'
             )
-        command = entry["command"]
-        if not isinstance(command, str) or not command.strip():
+        command = entry.get("command", "")
+        if remote is None and (not isinstance(command, str) or not command.strip()):
             raise self.error(
                 [*keys, "command"],
                 f"must be a non-empty string, got {_describe(command)}",
@@ -507,7 +524,7 @@ class _Checker:
         expand = self.expander(keys)
         return ServerConfig(
             name=name,
-            command=expand("command", command),
+            command=expand("command", command) if remote is None else "",
             args=tuple(expand(f"args[{i}]", a, key="args") for i, a in enumerate(args)),
             env={k: self.check_env_value([*keys, "env", k], v) for k, v in env.items()},
             cwd=expand("cwd", cwd) if cwd is not None else None,
@@ -529,6 +546,7 @@ class _Checker:
             if "sandbox" in entry
             else None,
             limits=check_limits(entry.get("limits", {}), [*keys, "limits"], self),
+            remote=remote,
         )
 
     def expander(self, keys: list[str | int]) -> "_Expander":
@@ -538,10 +556,12 @@ class _Checker:
         for match in _PLACEHOLDER_RE.finditer(value):
             inner = match.group(1)
             if not (inner.startswith("keyring:") and inner[len("keyring:") :].strip()):
+                what = "header" if "headers" in keys else "env"
                 raise self.error(
                     keys,
-                    f"unknown placeholder ${{{_printable(inner)}}} in an env value",
-                    fix="env values may hold ${keyring:NAME} (a secret from the OS keyring) or plain text",
+                    f"unknown placeholder ${{{_printable(inner)}}} in {what} values",
+                    fix=f"{what} values may hold ${{keyring:NAME}} (a secret from the OS keyring) "
+                    "or plain text",
                 )
         return value
 

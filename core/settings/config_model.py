@@ -64,7 +64,16 @@ SERVER_KEYS: Final = (
     "standby",
     "sandbox",
     "limits",
+    "url",
+    "headers",
+    "transport",
+    "allow_insecure",
 )
+#: The keys that only a local command has: an entry with a ``"url"`` refuses them.
+LOCAL_ONLY_KEYS: Final = ("command", "args", "env", "cwd", "sandbox", "limits", "standby")
+RemoteTransport = Literal["streamable-http", "sse"]
+#: "streamable-http" (one endpoint, spec 2025-03-26 on); "sse" (the older HTTP+SSE pair).
+REMOTE_TRANSPORTS: Final = ("streamable-http", "sse")
 TOP_LEVEL_KEYS: Final = (
     "mcpServers",
     "gateway",
@@ -135,6 +144,19 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class RemoteConfig:
+    """Where a remote server is and how it is reached (an entry with ``"url"``)."""
+
+    url: str
+    #: Sent on every request; values may hold ``${keyring:NAME}``, resolved at connect.
+    headers: Mapping[str, str] = field(default_factory=dict)
+    transport: RemoteTransport = "streamable-http"
+
+    def __hash__(self) -> int:
+        return hash((self.url, tuple(sorted(self.headers.items())), self.transport))
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     name: str
     command: str
@@ -166,10 +188,25 @@ class ServerConfig:
     standby: bool = False
     sandbox: SandboxConfig | None = None
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    #: Set for a remote server (``"url"``): no process of ours, a session over HTTP.
+    remote: RemoteConfig | None = None
+
+    @property
+    def secret_values(self) -> Mapping[str, str]:
+        """Where ``${keyring:NAME}`` may stand: a command's env, a remote's headers."""
+        return self.remote.headers if self.remote is not None else self.env
+
+    @property
+    def shown_command(self) -> str:
+        """What the tray shows as its command: the argv, or a remote's URL."""
+        if self.remote is not None:
+            return self.remote.url
+        return " ".join([self.command, *self.args])
 
     def launch_key(self) -> tuple[object, ...]:
         """What decides whether a config edit must restart this server."""
         return (
+            self.remote,
             self.command,
             self.args,
             tuple(sorted(self.env.items())),

@@ -83,24 +83,26 @@ def delete_secret(name: str) -> bool:
 
 
 def resolve_env(config: ServerConfig) -> dict[str, str]:
-    """The server's env with every ``${keyring:NAME}`` replaced; never logged.
+    """The server's env (a remote's headers) with every ``${keyring:NAME}`` replaced;
+    never logged.
 
     A missing secret or an unusable keyring is a permanent start error: the
     server parks with a reason that names the secret and the fix.
     """
     resolved: dict[str, str] = {}
-    for key, value in config.env.items():
+    what = "header" if config.remote is not None else "env"
+    for key, value in config.secret_values.items():
         names = KEYRING_REF_RE.findall(value)
         for name in names:
             try:
                 secret = get_secret(name)
             except SecretStoreError as exc:
                 raise SpawnError(
-                    f"env {key} needs secret {name!r}, but {exc}", permanent=True
+                    f"{what} {key} needs secret {name!r}, but {exc}", permanent=True
                 ) from None
             if secret is None:
                 raise SpawnError(
-                    f"env {key} needs secret {name!r}, which is not in the keyring; "
+                    f"{what} {key} needs secret {name!r}, which is not in the keyring; "
                     f"store it with: mcp-tray secret set {name}",
                     permanent=True,
                 )

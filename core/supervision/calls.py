@@ -29,6 +29,7 @@ from core.base.errors import (
     ConnectionLost,
     ExitedAgain,
     ExitedMidCall,
+    RemoteUnreachable,
     RpcError,
     ServerParked,
     ServerStopped,
@@ -70,6 +71,8 @@ class CallSite(Protocol):
     def state(self) -> ServerState: ...
     @property
     def parked_reason(self) -> str | None: ...
+    @property
+    def retry_in(self) -> float | None: ...
     @property
     def wanted(self) -> bool: ...
     @property
@@ -124,6 +127,10 @@ class CallPath:
             refusal = ServerParked(server.name, server.parked_reason or "it kept dying")
         elif not server.wanted:
             refusal = ServerStopped(server.name)
+        elif server.state is S.UNREACHABLE:
+            run = server.current_run
+            reason = (run.exit_text if run is not None else None) or "unreachable"
+            refusal = RemoteUnreachable(server.name, reason, server.retry_in)
         else:
             admission = breaker.admit()
             if not admission.allowed:

@@ -49,6 +49,8 @@ _ROLE: Final = Role(
 def catalog_key(config: ServerConfig) -> str:
     """What the catalog depends on, hashed: a changed entry is a changed key."""
     what = [config.command, list(config.args), sorted(config.env), config.cwd, config.protocol]
+    if config.remote is not None:
+        what += [config.remote.url, config.remote.transport]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
 

@@ -125,6 +125,33 @@ def resolve_command(command: str, env: Mapping[str, str], cwd: str | None) -> st
     return found
 
 
+class Child(Protocol):
+    """What the run loop, the upstream session and the standby use of a child: a
+    ``ChildProcess``, or a remote server's session with its face
+    (core.supervision.remote.RemoteChild, whose pid is None)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    argv: list[str]
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    exited: "asyncio.Future[int]"
+
+    @property
+    def returncode(self) -> int | None: ...
+    def is_alive(self) -> bool: ...
+    def describe_end(self) -> str: ...
+    async def write(self, data: bytes) -> None: ...
+    def close_stdin(self) -> None: ...
+    async def stop(
+        self, timing: StopTiming, log: Callable[[str], None], clock: Clock = ...
+    ) -> None: ...
+    async def end_group(
+        self, timing: StopTiming, log: Callable[[str], None], clock: Clock = ...
+    ) -> None: ...
+
+
 class Spawner(Protocol):
     """The spawn seam: ``ChildProcess.spawn`` by default; tests may wrap or replace it."""
 
@@ -263,6 +290,10 @@ class ChildProcess:
     @property
     def returncode(self) -> int | None:
         return self.exited.result() if self.exited.done() else None
+
+    def describe_end(self) -> str:
+        """How it ended, in words ("exit code 1", "killed by SIGKILL")."""
+        return describe_returncode(self.returncode)
 
     def is_alive(self) -> bool:
         """True until the leader has exited (asked of the OS, not a cached flag)."""

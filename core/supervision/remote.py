@@ -19,8 +19,9 @@ means a new session, with its backoff. A refused request of a session that
 lives (another 4xx, a 5xx) is answered as that request's JSON-RPC error
 naming the status, and the session goes on.
 
-Not yet chosen by the supervisor: config entries with ``"url"``, the
-``unreachable`` and ``needs-sign-in`` states and OAuth come next (issue 31).
+The run loop (core.supervision.runloop) makes one for an entry with ``"url"``;
+one that ended ``unreachable`` puts its server in that state (tried again with
+a backoff, never parked for it).
 """
 
 import asyncio
@@ -29,7 +30,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
-import httpx
+import httpx2
 
 from core.base.clock import SYSTEM_CLOCK, Clock
 
@@ -57,14 +58,14 @@ class RemoteChild:
         url: str,
         headers: Mapping[str, str] | None = None,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url
         self.argv = [url]
         self._headers = dict(headers or {})
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             transport=transport,
-            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS),
+            timeout=httpx2.Timeout(None, connect=CONNECT_SECONDS),
             follow_redirects=False,
         )
         loop = asyncio.get_running_loop()
@@ -73,6 +74,8 @@ class RemoteChild:
         self.stderr = asyncio.StreamReader()
         #: Why this session ended (None while it lives).
         self.end_text: str | None = None
+        #: It ended because the remote could not be reached (not a refusal, not a stop).
+        self.unreachable = False
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._initialize_ids: set[Any] = set()
@@ -108,7 +111,7 @@ class RemoteChild:
     ) -> None:
         """End the session: the remote is told (DELETE) when it named one."""
         if self.session_id is not None and not self.exited.done():
-            with contextlib.suppress(httpx.HTTPError, TimeoutError):
+            with contextlib.suppress(httpx2.HTTPError, TimeoutError):
                 await asyncio.wait_for(
                     self._client.delete(self.url, headers=self._request_headers()), DELETE_SECONDS
                 )
@@ -153,7 +156,9 @@ class RemoteChild:
                 "POST", self.url, content=json.dumps(message), headers=self._request_headers()
             ) as response:
                 named = response.headers.get(SESSION_HEADER)
-                if named and self.session_id is None:
+                if named and self.session_id is None and response.status_code < 300:
+                    # Only an accepted request opens a session: the SDK's server names
+                    # one even on its 400 to a probe, and forgets it at once.
                     self.session_id = named
                 if response.status_code == 404 and had_session:
                     self._end(f"the remote ended the session (HTTP 404 from {self.url})")
@@ -174,7 +179,8 @@ class RemoteChild:
                     body_bytes = await response.aread()
                     if body_bytes.strip():
                         self._feed(body_bytes.decode())
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
+            self.unreachable = not self.exited.done()
             self._end(f"unreachable: {_describe(exc)} ({self.url})")
             return
         if self.session_id is not None and not self._listening and self.protocol_version:
@@ -196,7 +202,7 @@ class RemoteChild:
                     return
                 async for data in _sse_data(response.aiter_lines()):
                     self._feed(data)
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             self._note(f"the server's stream ended: {_describe(exc)}")
 
     def _feed(self, text: str) -> None:
@@ -219,7 +225,7 @@ class RemoteChild:
                 self.stdout.feed_data(json.dumps(message).encode() + b"\n")
 
     def _refused(self, request_id: Any, status: int, body: str) -> None:
-        reason = httpx.codes.get_reason_phrase(status)
+        reason = httpx2.codes.get_reason_phrase(status)
         text = f"{self.url} answered HTTP {status} {reason}".rstrip()
         if body.strip():
             text += f": {body.strip()}"
@@ -269,15 +275,15 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
         yield "\n".join(data)
 
 
-_REASONS: Final[tuple[tuple[type[httpx.TransportError], str], ...]] = (
-    (httpx.ConnectTimeout, "no answer to the connection within the timeout"),
-    (httpx.ConnectError, "could not connect"),
-    (httpx.ReadTimeout, "no answer within the timeout"),
-    (httpx.RemoteProtocolError, "the server broke the HTTP exchange"),
+_REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (
+    (httpx2.ConnectTimeout, "no answer to the connection within the timeout"),
+    (httpx2.ConnectError, "could not connect"),
+    (httpx2.ReadTimeout, "no answer within the timeout"),
+    (httpx2.RemoteProtocolError, "the server broke the HTTP exchange"),
 )
 
 
-def _describe(exc: httpx.TransportError) -> str:
+def _describe(exc: httpx2.TransportError) -> str:
     """What failed, in words, with the library's own detail (refused, DNS, TLS...)."""
     detail = str(exc) or type(exc).__name__
     for kind, words in _REASONS:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from core.supervision.child import ChildProcess, StopTiming
+from core.supervision.child import Child, StopTiming
 from core.supervision.limits import CPU_WARN_SECONDS, INTERVAL_SECONDS
 from core.supervision.restart_policy import BACKOFF_CAP_SECONDS, BACKOFF_INITIAL_SECONDS
 from core.supervision.upstream import Upstream
@@ -81,7 +81,7 @@ class Run:
         #: Monotonic start (the injected clock), for the keepalive rule.
         self.started = started
         self.started_wall = time.time()
-        self.child: ChildProcess | None = None
+        self.child: Child | None = None
         self.upstream: Upstream | None = None
         #: Set by the run loop once the handshake is done and the lists are known.
         self.ready = asyncio.Event()

@@ -25,10 +25,9 @@ from core.protocol.jsonrpc import REQUEST_TIMEOUT
 from core.settings.config import ServerConfig
 from core.supervision.catalog import LIST_KINDS, Catalog
 from core.supervision.child import (
-    ChildProcess,
+    Child,
     Spawner,
     child_environment,
-    describe_returncode,
     resolve_command,
 )
 from core.supervision.containment import Containment, root_folders
@@ -36,6 +35,7 @@ from core.supervision.idle import IdleWatch
 from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
+from core.supervision.remote import RemoteChild
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
@@ -43,6 +43,8 @@ from core.supervision.standby import Spare, Standby
 from core.supervision.upstream import Handshake, Upstream
 
 S = ServerState
+#: The longest an unreachable remote waits between tries (its backoff stops doubling here).
+UNREACHABLE_RETRY_CAP = 30.0
 
 
 class RunHost(Protocol):
@@ -126,6 +128,9 @@ class RunLoop:
         )
         #: Whether the last run was replaced for going over its memory limit.
         self.last_over_limit = False
+        #: A remote's tries in a row that could not reach it, and when the next one is due.
+        self.unreachable_runs = 0
+        self.retry_at: float | None = None
 
     @property
     def wants_standby(self) -> bool:
@@ -160,8 +165,18 @@ class RunLoop:
                 continue
             if self.wants_standby and self.standby.ready:
                 continue  # the spare is up: it takes over now, not after a backoff
-            delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
-            await self.backoff(delay)
+            if server.state is S.UNREACHABLE:
+                # Never parked for it: a network or a remote comes back by itself.
+                self.unreachable_runs += 1
+                delay = min(server.backoff.delay(self.unreachable_runs), UNREACHABLE_RETRY_CAP)
+            else:
+                self.unreachable_runs = 0
+                delay = server.backoff.delay(1 if run.proven else server.budget.unproven)
+            self.retry_at = server.clock.monotonic() + delay
+            try:
+                await self.backoff(delay)
+            finally:
+                self.retry_at = None
 
     async def wait_parked(self) -> None:
         server = self.server
@@ -203,7 +218,12 @@ class RunLoop:
                 self.account_end(run)
             return run
         run.child = child
-        server.log(f"generation {run.generation} spawned: pid {child.pid}: {' '.join(child.argv)}")
+        if child.pid is None:
+            server.log(f"generation {run.generation} connecting to {' '.join(child.argv)}")
+        else:
+            server.log(
+                f"generation {run.generation} spawned: pid {child.pid}: {' '.join(child.argv)}"
+            )
         stderr_task = asyncio.ensure_future(self.pump_stderr(child, run.generation))
         try:
             await self.serve(run, child, spare)
@@ -215,10 +235,12 @@ class RunLoop:
         self.account_end(run)
         return run
 
-    async def spawn_fresh(self) -> ChildProcess:
+    async def spawn_fresh(self) -> Child:
         """Start the child; every way that can fail is a ``SpawnError`` with the reason."""
         server = self.server
         config = server.config
+        if config.remote is not None:
+            return RemoteChild(config.remote.url, await self.resolve_env())
         try:
             env = child_environment(await self.resolve_env(), server.owner, __version__)
             command, args = config.command, config.args
@@ -249,7 +271,7 @@ class RunLoop:
         return root_folders(answer.get("roots") or ())
 
     async def watch_limits(
-        self, run: Run, child: ChildProcess, upstream: Upstream, ended: "asyncio.Future[None]"
+        self, run: Run, child: Child, upstream: Upstream, ended: "asyncio.Future[None]"
     ) -> None:
         """Wait for the run's end; a child over its memory limit is replaced between calls."""
         server = self.server
@@ -259,7 +281,7 @@ class RunLoop:
             interval=server.timing.limits_interval,
             cpu_warn_after=server.timing.cpu_warn_after,
         )
-        if not watch.active:
+        if not watch.active or child.pid is None:
             await ended
             return
 
@@ -291,12 +313,12 @@ class RunLoop:
 
     async def resolve_env(self) -> Mapping[str, str]:
         server = self.server
-        if any("${keyring:" in value for value in server.config.env.values()):
+        if any("${keyring:" in value for value in server.config.secret_values.values()):
             # The keyring may block (D-Bus, an unlock prompt): not on the loop.
             return await asyncio.to_thread(server.env_resolver, server.config)
         return server.env_resolver(server.config)
 
-    async def serve(self, run: Run, child: ChildProcess, spare: Spare | None) -> None:
+    async def serve(self, run: Run, child: Child, spare: Spare | None) -> None:
         server = self.server
 
         def junk(line: str) -> None:
@@ -323,7 +345,7 @@ class RunLoop:
             await spare.upstream.aclose()
 
     async def serve_session(
-        self, run: Run, child: ChildProcess, upstream: Upstream, spare: Spare | None
+        self, run: Run, child: Child, upstream: Upstream, spare: Spare | None
     ) -> None:
         server = self.server
         run.upstream = upstream
@@ -381,9 +403,7 @@ class RunLoop:
                     # says how (the stop contract only sees to the rest).
                     if child.is_alive():
                         await child.stop(server.timing.stop, server.log, server.clock)
-                    ended_as = (
-                        f"{describe_returncode(child.returncode)} during the handshake ({detail})"
-                    )
+                    ended_as = f"{child.describe_end()} during the handshake ({detail})"
                 self.on_dead(run, ended_as)
                 if (
                     isinstance(failure, RpcError)
@@ -465,7 +485,7 @@ class RunLoop:
             server.publish(EventKind.LISTS, kind)
         server.routing.notify(method, params)
 
-    async def watch_end(self, run: Run, child: ChildProcess, upstream: Upstream) -> None:
+    async def watch_end(self, run: Run, child: Child, upstream: Upstream) -> None:
         """Return when the run is over: the leader exited, or its stdout closed."""
         server = self.server
         upstream_closed = asyncio.ensure_future(upstream.closed.wait())
@@ -483,7 +503,7 @@ class RunLoop:
             self.on_dead(run, "closed its stdout (the MCP channel) while still running")
             await child.stop(server.timing.stop, server.log, server.clock)
             return
-        self.on_dead(run, describe_returncode(child.returncode))
+        self.on_dead(run, child.describe_end())
 
     def on_dead(self, run: Run, text: str) -> None:
         server = self.server
@@ -494,11 +514,11 @@ class RunLoop:
             server.broadcast()
             return
         server.note_error(f"generation {run.generation} {text}")
-        server.change_state(S.EXITED, text)
+        child = run.child
+        unreachable = isinstance(child, RemoteChild) and child.unreachable
+        server.change_state(S.UNREACHABLE if unreachable else S.EXITED, text)
 
-    async def finish(
-        self, run: Run, child: ChildProcess, stderr_task: "asyncio.Future[None]"
-    ) -> None:
+    async def finish(self, run: Run, child: Child, stderr_task: "asyncio.Future[None]") -> None:
         """Whatever ended the run, leave no process of its group behind."""
         server = self.server
         if child.is_alive():
@@ -507,13 +527,13 @@ class RunLoop:
         else:
             await child.end_group(server.timing.stop, server.log, server.clock)
         if not run.dead.is_set():
-            self.on_dead(run, describe_returncode(child.returncode))
+            self.on_dead(run, child.describe_end())
         await wait_within(server.clock, asyncio.shield(stderr_task), server.timing.stderr_drain)
         stderr_task.cancel()
 
     def account_end(self, run: Run) -> None:
         server = self.server
-        if run.intentional or server.state is S.PARKED:
+        if run.intentional or server.state in (S.PARKED, S.UNREACHABLE):
             return
         repeated, self.last_over_limit = self.last_over_limit, run.over_limit is not None
         if run.over_limit is not None and not repeated:
@@ -551,7 +571,7 @@ class RunLoop:
             elif not healthy and server.state is S.READY and run.alive():
                 server.change_state(S.DEGRADED, "health ping failed while the child lives")
 
-    async def pump_stderr(self, child: ChildProcess, generation: int) -> None:
+    async def pump_stderr(self, child: Child, generation: int) -> None:
         while True:
             line = await child.stderr.readline()
             if not line:

@@ -290,14 +290,25 @@ class ManagedServer:
             breaker=self.breaker.state,
             last_error=self.last_error,
             parked_reason=self.parked_reason,
-            started_at=run.started_wall if run is not None and self.pid is not None else None,
+            started_at=run.started_wall
+            if run is not None and run.child is not None and not run.dead.is_set()
+            else None,
             unproven_drops=self.budget.unproven,
-            command=" ".join([self.config.command, *self.config.args]),
+            command=self.config.shown_command,
             sharing=self.sharing,
             log_path=str(self.log_path),
             protocol=self.catalog.version,
             sandbox=self.containment.describe(self.config),
+            remote=self.config.remote is not None,
+            retry_in=self.retry_in,
         )
+
+    @property
+    def retry_in(self) -> float | None:
+        """Seconds until an unreachable remote is tried again (None when no try waits)."""
+        if self.state is not ServerState.UNREACHABLE or self.runloop.retry_at is None:
+            return None
+        return max(0.0, self.runloop.retry_at - self.clock.monotonic())
 
     # ------------------------------------------------------------- breaker
 

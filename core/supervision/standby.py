@@ -27,7 +27,7 @@ from typing import Any
 from core.base.clock import Clock, wait_within
 from core.base.errors import ConnectionLost, RpcError, SpawnError
 from core.supervision.catalog import LIST_KINDS, Catalog
-from core.supervision.child import ChildProcess, StopTiming
+from core.supervision.child import Child, StopTiming
 from core.supervision.upstream import Handshake, ServerRequestHandler, Upstream
 
 #: Opens a spare's session: its handshake (the server's pinned era or the probe).
@@ -42,7 +42,7 @@ SETTLE_SECONDS = 1.0
 class Spare:
     """A spare child and its session, ready once ``handshake`` and ``learnt`` are."""
 
-    child: ChildProcess
+    child: Child
     upstream: Upstream
     pump: "asyncio.Task[None]"
     handshake: Handshake | None = None
@@ -52,7 +52,7 @@ class Spare:
     taken: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
-    def pid(self) -> int:
+    def pid(self) -> int | None:
         return self.child.pid
 
     def usable(self) -> bool:
@@ -66,7 +66,7 @@ class Spare:
 class Standby:
     def __init__(
         self,
-        spawn: Callable[[], Awaitable[ChildProcess]],
+        spawn: Callable[[], Awaitable[Child]],
         open_session: SessionOpener,
         route_request: ServerRequestHandler,
         log: Callable[[str], None],
@@ -168,7 +168,7 @@ class Standby:
     def _junk(self, line: str) -> None:
         self._stderr_line(f"[standby] (stdout, not JSON-RPC) {line}")
 
-    async def _drain(self, child: ChildProcess) -> None:
+    async def _drain(self, child: Child) -> None:
         while line := await child.stderr.readline():
             self._stderr_line("[standby] " + line.decode("utf-8", errors="replace").rstrip("\r\n"))
 

@@ -45,7 +45,7 @@ from core.protocol.jsonrpc import (
     error_message,
     settle,
 )
-from core.supervision.child import ChildProcess
+from core.supervision.child import Child
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class Upstream:
 
     def __init__(
         self,
-        child: ChildProcess,
+        child: Child,
         on_request: ServerRequestHandler,
         on_notification: NotificationHandler,
         on_junk: JunkHandler,
@@ -127,7 +127,7 @@ class Upstream:
     @contextlib.asynccontextmanager
     async def open(
         cls,
-        child: ChildProcess,
+        child: Child,
         *,
         on_request: ServerRequestHandler,
         on_notification: NotificationHandler,
@@ -144,7 +144,7 @@ class Upstream:
     @classmethod
     def start(
         cls,
-        child: ChildProcess,
+        child: Child,
         *,
         on_request: ServerRequestHandler,
         on_notification: NotificationHandler,

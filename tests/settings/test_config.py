@@ -150,11 +150,6 @@ def test_per_workspace_sharing_is_accepted_and_a_misspelt_mode_names_all_three(
     assert '"per-workspace" one per project' in error.fix
 
 
-def test_a_remote_url_entry_is_explained(tmp_path: Path) -> None:
-    error = error_for(tmp_path, '{"mcpServers": {"a": {"url": "https://example.com/mcp"}}}')
-    assert "remote" in str(error)
-
-
 def test_duplicate_keys_are_refused_instead_of_silently_dropped(tmp_path: Path) -> None:
     error = error_for(tmp_path, '{"mcpServers": {\n"a": {"command": "x"},\n"a": {"command": "y"}}}')
     assert "appears twice" in str(error)

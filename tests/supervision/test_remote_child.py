@@ -7,62 +7,20 @@ choice of it, states and sign-in come next.
 
 import asyncio
 import json
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from core.supervision.remote import HTTP_REFUSED_CODE, RemoteChild
 from tests.support.bridge_lines import hello
-
-SERVER = Path(__file__).parents[1] / "servers" / "remote_http.py"
+from tests.support.remote_server import Remote
 
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="the server is handed its listening socket as an inherited fd"
 )
-
-
-class Remote:
-    """The server process, on a port that stays the test's across a stop and a start."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        if self.sock.fileno() == -1:
-            self.sock = socket.socket()
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.sock.bind(("127.0.0.1", self.port))
-        self.sock.listen(16)
-        self.sock.set_inheritable(True)
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), str(self.sock.fileno())], pass_fds=(self.sock.fileno(),)
-        )
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-        self.sock.close()
-
-
-@pytest.fixture
-def remote() -> Iterator[Remote]:
-    server = Remote()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -54,6 +54,7 @@ async def spare_pid(server: ManagedServer) -> int:
     await wait_until(lambda: standby.ready, what="the spare's session to be ready")
     assert standby.spare is not None and standby.spare.handshake is not None
     assert "whoami" in standby.spare.learnt.tools or "hello" in standby.spare.learnt.tools
+    assert standby.spare.pid is not None
     return standby.spare.pid
 
 

@@ -528,6 +528,7 @@ async def test_a_request_in_flight_fails_with_connection_lost_at_once_when_the_c
         call = asyncio.ensure_future(upstream.request("tools/call", None, timeout=30))
         await puppet.receive()
         killed_at = loop.time()
+        assert upstream.child.pid is not None
         kill_now(upstream.child.pid)
 
         with pytest.raises(ConnectionLost):

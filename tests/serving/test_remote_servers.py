@@ -1,0 +1,143 @@
+"""Remote servers (``"url"`` entries) served like local ones: through /mcp/NAME, /mcp, a
+profile and the bridge, with both client eras; down and back; their secret header kept out of
+every record (issue 31). The remote is the SDK's own streamable-HTTP server in a process of
+its own (tests/servers/remote_http.py), asking for an API key as a hosted service would."""
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from core.base.states import ServerState
+from core.serving.service import TrayService
+from tests.conftest import ECHO, python_server, wait_ready, wait_state
+from tests.serving.test_journal_doors import journaled
+from tests.support.fake_keyring import FileKeyring
+from tests.support.gateway_support import (
+    Services,
+    bridge_client,
+    http_client,
+    sdk_client,
+    text,
+)
+from tests.support.remote_server import Remote
+
+pytestmark = [
+    pytest.mark.skipif(
+        sys.platform == "win32", reason="the remote is handed its listening socket as an fd"
+    ),
+    pytest.mark.timeout(120),
+]
+
+KEY = "sk-remote-0123456789abcdef"
+
+
+@pytest.fixture
+def keyed_remote() -> Iterator[Remote]:
+    server = Remote(api_key=KEY)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def far(services: Services, keyed_remote: Remote, fake_keyring: FileKeyring) -> TrayService:
+    fake_keyring.set_password("mcp-tray", "far-key", KEY)
+    service = await services.start(
+        {
+            "far": {"url": keyed_remote.url, "headers": {"X-Api-Key": "${keyring:far-key}"}},
+            "echo": python_server(ECHO),
+        },
+        profiles={"both": {"servers": ["far", "echo"]}},
+    )
+    await wait_ready(service.supervisor.server("far"))
+    await wait_ready(service.supervisor.server("echo"))
+    return service
+
+
+async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
+    far: TrayService,
+) -> None:
+    async with http_client(far, "far") as session:
+        listed = await session.list_tools()
+        assert [tool.name for tool in listed.tools] == ["echo"]
+        assert text(await session.call_tool("echo", {"text": "far away"})) == "far away"
+    async with sdk_client(far, "far") as client:  # the 2026-07-28 era to the gateway
+        assert text(await client.call_tool("echo", {"text": "modern"})) == "modern"
+
+
+async def test_a_remote_is_a_member_of_mcp_and_of_a_profile_and_of_the_bridge(
+    far: TrayService,
+) -> None:
+    for endpoint in ("", "@both"):
+        async with http_client(far, endpoint) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"far__echo", "echo__echo"} <= names
+            result = await session.call_tool("far__echo", {"text": f"via {endpoint or '/mcp'}"})
+            assert text(result) == f"via {endpoint or '/mcp'}"
+    async with bridge_client(far.paths, "far") as session:
+        assert text(await session.call_tool("echo", {"text": "bridged"})) == "bridged"
+
+
+async def test_a_stopped_remote_is_unreachable_calls_fail_fast_and_it_comes_back_alone(
+    far: TrayService, keyed_remote: Remote
+) -> None:
+    server = far.supervisor.server("far")
+    async with http_client(far, "far") as session:
+        assert text(await session.call_tool("echo", {"text": "before"})) == "before"
+        keyed_remote.stop()
+
+        began = time.perf_counter()
+        result = await session.call_tool("echo", {"text": "while down"})
+        took = time.perf_counter() - began
+
+        assert result.is_error
+        assert "far" in text(result) and "unreachable" in text(result), text(result)
+        assert took < 5, took  # answered at once, never a client-side timeout
+        await wait_state(server, ServerState.UNREACHABLE)
+        began = time.perf_counter()
+        again = await session.call_tool("echo", {"text": "still down"})
+        assert again.is_error and "unreachable" in text(again)
+        assert time.perf_counter() - began < 1  # refused without trying
+
+        keyed_remote.start()
+        await wait_ready(server, timeout=30)  # by itself: nobody pressed anything
+        assert text(await session.call_tool("echo", {"text": "back"})) == "back"
+
+
+async def test_the_secret_header_is_in_no_log_journal_or_status(
+    far: TrayService, keyed_remote: Remote
+) -> None:
+    async with http_client(far, "far") as session:
+        await session.call_tool("echo", {"text": "journaled"})
+    record = await journaled(far, {"text": "journaled"}, server="far")
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.get(
+            far.url + "/api/v1/status", headers={"Authorization": f"Bearer {far.token}"}
+        )
+    status = answer.text
+    written = b"".join(
+        path.read_bytes()
+        for folder in (far.paths.log_dir, far.paths.state_dir)
+        for path in folder.rglob("*")
+        if path.is_file()
+    )
+
+    assert record["tool"] == "echo"
+    assert keyed_remote.url in status  # its command, as the Servers tab shows it
+    assert KEY not in status and KEY not in json.dumps(record)
+    assert KEY.encode() not in written
+
+
+async def test_a_wrong_key_is_a_start_failure_naming_the_http_status(
+    services: Services, keyed_remote: Remote
+) -> None:
+    service = await services.start(
+        {"far": {"url": keyed_remote.url, "headers": {"X-Api-Key": "wrong"}}}
+    )
+    server = service.supervisor.server("far")
+    await wait_state(server, ServerState.PARKED, timeout=30)
+    assert "401" in (server.parked_reason or ""), server.parked_reason
