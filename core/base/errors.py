@@ -33,6 +33,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
         ├── Unavailable             refused before anything was sent
         │   ├── ServerStopped       the user stopped the server
         │   ├── ServerParked        the budget (or a permanent start error) parked it
+        │   ├── RemoteUnreachable   a remote server's last try to reach it failed
         │   ├── BreakerOpen         the server breaker is open
         │   ├── TooManyChildren     the entry's ``max_children`` are all in use
         │   └── SessionTripped      the client session's breaker is open
@@ -95,6 +96,7 @@ __all__ = [
     "PlatformChoiceError",
     "ProtocolError",
     "RegistryFileError",
+    "RemoteUnreachable",
     "RpcError",
     "SecretStoreError",
     "ServerParked",

@@ -181,7 +181,7 @@ class RemoteChild:
                         self._feed(body_bytes.decode())
         except httpx2.TransportError as exc:
             self.unreachable = not self.exited.done()
-            self._end(f"unreachable: {_describe(exc)} ({self.url})")
+            self._end(f"unreachable: {describe(exc)} ({self.url})")
             return
         if self.session_id is not None and not self._listening and self.protocol_version:
             self._listening = True
@@ -203,7 +203,7 @@ class RemoteChild:
                 async for data in _sse_data(response.aiter_lines()):
                     self._feed(data)
         except httpx2.TransportError as exc:
-            self._note(f"the server's stream ended: {_describe(exc)}")
+            self._note(f"the server's stream ended: {describe(exc)}")
 
     def _feed(self, text: str) -> None:
         """One JSON-RPC message (or a batch) from the remote, to stdout as lines."""
@@ -253,14 +253,14 @@ class RemoteChild:
         self.exited.set_result(0)
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The ``data`` of each ``message`` event of an SSE stream."""
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """Each event of an SSE stream: its name ("message" unless named) and its data."""
     data: list[str] = []
     event = "message"
     async for line in lines:
         if not line:
-            if data and event == "message":
-                yield "\n".join(data)
+            if data:
+                yield event, "\n".join(data)
             data, event = [], "message"
         elif line.startswith(":"):
             continue
@@ -271,8 +271,15 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
                 data.append(value)
             elif field == "event":
                 event = value
-    if data and event == "message":
-        yield "\n".join(data)
+    if data:
+        yield event, "\n".join(data)
+
+
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The ``data`` of each ``message`` event of an SSE stream."""
+    async for event, data in sse_events(lines):
+        if event == "message":
+            yield data
 
 
 _REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (
@@ -283,7 +290,7 @@ _REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (
 )
 
 
-def _describe(exc: httpx2.TransportError) -> str:
+def describe(exc: httpx2.TransportError) -> str:
     """What failed, in words, with the library's own detail (refused, DNS, TLS...)."""
     detail = str(exc) or type(exc).__name__
     for kind, words in _REASONS:

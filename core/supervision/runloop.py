@@ -36,11 +36,12 @@ from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.remote import RemoteChild
+from core.supervision.remote_sse import LegacySseChild
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
 from core.supervision.standby import Spare, Standby
-from core.supervision.upstream import Handshake, Upstream
+from core.supervision.upstream import Handshake, Upstream, describe_start_failure
 
 S = ServerState
 #: The longest an unreachable remote waits between tries (its backoff stops doubling here).
@@ -240,7 +241,8 @@ class RunLoop:
         server = self.server
         config = server.config
         if config.remote is not None:
-            return RemoteChild(config.remote.url, await self.resolve_env())
+            kind = LegacySseChild if config.remote.transport == "sse" else RemoteChild
+            return kind(config.remote.url, await self.resolve_env())
         try:
             env = child_environment(await self.resolve_env(), server.owner, __version__)
             command, args = config.command, config.args
@@ -386,7 +388,7 @@ class RunLoop:
                         task.cancel()
                     await asyncio.gather(health, idle, return_exceptions=True)
             elif failure is not None:
-                detail = _describe_failure(failure)
+                detail = describe_start_failure(failure, remote=child.pid is None)
                 server.note_error(f"start failed: {detail}")
                 server.log(f"generation {run.generation} failed to start: {detail}")
                 if child.is_alive() and not isinstance(failure, ConnectionLost):
@@ -593,14 +595,3 @@ async def _answered(awaitable: Awaitable[None]) -> bool:
     except (RpcError, ConnectionLost, ValueError):
         return False
     return True
-
-
-def _describe_failure(exc: BaseException) -> str:
-    if isinstance(exc, RpcError):
-        # The message names the request (initialize, server/discover, a list).
-        return f"error {exc.code}: {exc.message}"
-    if isinstance(exc, ConnectionLost):
-        return "its stdout closed before the handshake finished"
-    if isinstance(exc, TimeoutError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"

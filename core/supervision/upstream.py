@@ -515,3 +515,17 @@ async def _first_success(
         if handshake.done() and not handshake.cancelled() and handshake.exception() is None:
             return Handshake(None, handshake.result())
     return Handshake(None, handshake.result())
+
+
+def describe_start_failure(exc: BaseException, *, remote: bool = False) -> str:
+    """Why a handshake failed, in words for the log and the server's error."""
+    if isinstance(exc, RpcError):
+        # The message names the request (initialize, server/discover, a list).
+        return f"error {exc.code}: {exc.message}"
+    if isinstance(exc, ConnectionLost):
+        if remote:
+            return "the session ended before the handshake finished"
+        return "its stdout closed before the handshake finished"
+    if isinstance(exc, TimeoutError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,13 +1,14 @@
 """A remote MCP server for tests: the SDK's streamable-HTTP server, on a socket the test binds.
 
-``remote_http.py FD [KEY]``: serve /mcp on the listening socket inherited as
-file descriptor FD (the test bound it, so it knows the port before the server
-is up, and can start a server on the same port again after stopping one).
-With KEY, every request must carry ``X-Api-Key: KEY`` (else 401), as an
-API-key protected service would.
+``remote_http.py FD [--key KEY] [--sse]``: serve /mcp on the listening socket
+inherited as file descriptor FD (the test bound it, so it knows the port
+before the server is up, and can start a server on the same port again after
+stopping one). With ``--key``, every request must carry ``X-Api-Key: KEY``
+(else 401), as an API-key protected service would; with ``--sse``, the older
+HTTP+SSE transport (GET /sse, POST /messages/) instead.
 """
 
-import sys
+import argparse
 from typing import Any
 
 import uvicorn
@@ -34,7 +35,12 @@ def keyed(app: Any, key: str) -> Any:
 
 
 if __name__ == "__main__":
-    app = server.streamable_http_app()
-    if len(sys.argv) > 2:
-        app = keyed(app, sys.argv[2])
-    uvicorn.run(app, fd=int(sys.argv[1]), log_level="warning")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("fd", type=int)
+    parser.add_argument("--key")
+    parser.add_argument("--sse", action="store_true")
+    args = parser.parse_args()
+    app = server.sse_app() if args.sse else server.streamable_http_app()
+    if args.key is not None:
+        app = keyed(app, args.key)
+    uvicorn.run(app, fd=args.fd, log_level="warning")

@@ -34,6 +34,7 @@ from tests.support.gateway_support import (
     Services,
     bridge_client,
     http_client,
+    journaled,
     sdk_bridge,
     sdk_client,
     text,
@@ -41,22 +42,6 @@ from tests.support.gateway_support import (
 from tests.support.held import held_calls
 
 REVIEWED = SERVERS / "reviewed.py"
-
-
-async def journaled(
-    service: TrayService, arguments: object = None, **wanted: Any
-) -> dict[str, Any]:
-    """The newest record ``wanted`` names (with these ``arguments``, when given), waited for:
-    the writer is a thread."""
-
-    async def found() -> dict[str, Any] | None:
-        records = await service.calls_json(CallQuery(**wanted))
-        if arguments is not None:
-            records = [r for r in records if r["arguments"] == arguments]
-        return records[-1] if records else None
-
-    record: dict[str, Any] = await wait_until(found, timeout=10, what=f"a record for {wanted}")
-    return record
 
 
 async def echo_tray(services: Services, **document: Any) -> TrayService:

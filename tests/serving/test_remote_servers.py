@@ -7,19 +7,21 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from core.base.states import ServerState
 from core.serving.service import TrayService
+from core.settings.config import TrayConfig, load_config
 from tests.conftest import ECHO, python_server, wait_ready, wait_state
-from tests.serving.test_journal_doors import journaled
 from tests.support.fake_keyring import FileKeyring
 from tests.support.gateway_support import (
     Services,
     bridge_client,
     http_client,
+    journaled,
     sdk_client,
     text,
 )
@@ -141,3 +143,71 @@ async def test_a_wrong_key_is_a_start_failure_naming_the_http_status(
     server = service.supervisor.server("far")
     await wait_state(server, ServerState.PARKED, timeout=30)
     assert "401" in (server.parked_reason or ""), server.parked_reason
+
+
+@pytest.fixture
+def sse_remote() -> Iterator[Remote]:
+    server = Remote(api_key=KEY, sse=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_a_remote_of_the_older_sse_transport_is_served_and_seen_down_and_back(
+    services: Services, sse_remote: Remote
+) -> None:
+    service = await services.start(
+        {"old": {"url": sse_remote.url, "transport": "sse", "headers": {"X-Api-Key": KEY}}}
+    )
+    server = service.supervisor.server("old")
+    await wait_ready(server)
+    async with http_client(service, "old") as session:
+        assert text(await session.call_tool("echo", {"text": "over sse"})) == "over sse"
+        sse_remote.stop()
+        # The stream's end is the session's end: unreachable once the reconnect fails.
+        await wait_state(server, ServerState.UNREACHABLE)
+        down = await session.call_tool("echo", {"text": "down"})
+        assert down.is_error and "unreachable" in text(down), text(down)
+        sse_remote.start()
+        await wait_ready(server, timeout=30)
+        assert text(await session.call_tool("echo", {"text": "again"})) == "again"
+
+
+async def test_an_sse_remote_that_refuses_the_key_is_parked_naming_the_status(
+    services: Services, sse_remote: Remote
+) -> None:
+    service = await services.start(
+        {"old": {"url": sse_remote.url, "transport": "sse", "headers": {"X-Api-Key": "no"}}}
+    )
+    server = service.supervisor.server("old")
+    await wait_state(server, ServerState.PARKED, timeout=30)
+    assert "HTTP 401" in (server.parked_reason or ""), server.parked_reason
+
+
+async def test_a_remote_added_edited_and_removed_by_a_config_edit_leaves_echo_running(
+    services: Services, keyed_remote: Remote, fake_keyring: FileKeyring
+) -> None:
+    fake_keyring.set_password("mcp-tray", "far-key", KEY)
+    service = await services.start({"echo": python_server(ECHO)})
+    echo = service.supervisor.server("echo")
+    await wait_ready(echo)
+    pid = echo.pid
+    entry = {"url": keyed_remote.url, "headers": {"X-Api-Key": "${keyring:far-key}"}}
+
+    await service.supervisor.apply_config(config_of(service, {"far": entry}))
+    far = service.supervisor.server("far")
+    await wait_ready(far)
+    # A header edit is a new launch: the remote's next session carries it.
+    edited = {**entry, "headers": {"X-Api-Key": "wrong"}}
+    await service.supervisor.apply_config(config_of(service, {"far": edited}))
+    await wait_state(far, ServerState.PARKED, timeout=30)
+    await service.supervisor.apply_config(config_of(service, {}))
+
+    assert "far" not in {s.name for s in service.supervisor.snapshot().servers}
+    assert echo.state is ServerState.READY and echo.pid == pid
+
+
+def config_of(service: TrayService, remotes: dict[str, Any]) -> TrayConfig:
+    path = service.paths.config_file
+    path.write_text(json.dumps({"mcpServers": {"echo": python_server(ECHO), **remotes}}))
+    return load_config(path)

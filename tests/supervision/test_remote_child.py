@@ -12,9 +12,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
 import pytest
 
 from core.supervision.remote import HTTP_REFUSED_CODE, RemoteChild
+from core.supervision.remote_sse import LegacySseChild
 from tests.support.bridge_lines import hello
 from tests.support.remote_server import Remote
 
@@ -165,3 +167,27 @@ async def test_an_http_refusal_of_a_request_is_a_json_rpc_error_naming_the_statu
         assert child.is_alive()  # a refusal is the request's, not the session's end
     finally:
         await child.stop()
+
+
+async def test_an_sse_remote_naming_another_host_to_post_to_gets_nothing_sent_there() -> None:
+    posted: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            body = b"event: endpoint\ndata: https://elsewhere.example/messages?s=1\n\n"
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+        posted.append(str(request.url))
+        return httpx2.Response(202)
+
+    child = LegacySseChild(
+        "https://remote.example/sse",
+        {"X-Api-Key": "secret"},
+        transport=httpx2.MockTransport(handler),
+    )
+    await send(child, hello(1, "2024-11-05"))
+    await asyncio.wait_for(child.exited, 10)
+
+    assert posted == []
+    assert child.end_text is not None and "https://elsewhere.example" in child.end_text
+    assert not child.unreachable  # a refusal of ours: it is not tried as if the network failed
+    await child.stop()

@@ -19,11 +19,12 @@ from mcp_types import TextContent
 
 from core.base.envvars import AUTOSTART_ENV
 from core.protocol.headers import SESSION_HEADER
+from core.registry.journal import CallQuery
 from core.serving.service import TrayService
 from core.settings.config import load_config
 from core.settings.paths import Paths
 from core.settings.profiles import endpoint_path
-from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready
+from tests.conftest import ECHO, FAST_TIMING, python_server, wait_ready, wait_until
 from tests.support import paths
 from tests.support.fake_keyring import PATH_ENV, FileKeyring
 
@@ -318,3 +319,19 @@ def post_from_another_process(
     )
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
+
+
+async def journaled(
+    service: TrayService, arguments: object = None, **wanted: Any
+) -> dict[str, Any]:
+    """The newest record ``wanted`` names (with these ``arguments``, when given), waited for:
+    the writer is a thread."""
+
+    async def found() -> dict[str, Any] | None:
+        records = await service.calls_json(CallQuery(**wanted))
+        if arguments is not None:
+            records = [r for r in records if r["arguments"] == arguments]
+        return records[-1] if records else None
+
+    record: dict[str, Any] = await wait_until(found, timeout=10, what=f"a record for {wanted}")
+    return record

@@ -13,13 +13,14 @@ SERVER = Path(__file__).parents[1] / "servers" / "remote_http.py"
 
 
 class Remote:
-    def __init__(self, api_key: str | None = None) -> None:
+    def __init__(self, api_key: str | None = None, *, sse: bool = False) -> None:
         self.api_key = api_key
+        self.sse = sse
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -30,9 +31,10 @@ class Remote:
         # Bound before the server is up: a connection waits in the backlog meanwhile.
         self.sock.listen(16)
         self.sock.set_inheritable(True)
-        key = [self.api_key] if self.api_key is not None else []
+        options = ["--key", self.api_key] if self.api_key is not None else []
+        options += ["--sse"] if self.sse else []
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), str(self.sock.fileno()), *key],
+            [sys.executable, str(SERVER), str(self.sock.fileno()), *options],
             pass_fds=(self.sock.fileno(),),
         )
 

@@ -1,0 +1,91 @@
+"""A remote server of the older HTTP+SSE transport (MCP 2024-11-05), with a child's face.
+
+The session is one GET stream: its first event (``endpoint``) names where to
+POST, and every answer and server message comes back on it as a ``message``
+event (the POSTs themselves are answered 202). So the stream's end is the
+session's end, and nothing can be sent before the endpoint is known: writes
+wait for it. The endpoint must be on the stream's own origin: a server naming
+another host would have this machine send the entry's headers (an API key)
+there.
+"""
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx2
+
+from core.supervision.remote import RemoteChild, describe, sse_events
+
+
+class LegacySseChild(RemoteChild):
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, headers, transport=transport)
+        self._endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._spawn(self._stream())
+
+    async def _post(self, message: dict[str, Any]) -> None:
+        waited: list[asyncio.Future[Any]] = [self._endpoint, self.exited]
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        if not self._endpoint.done() or self.exited.done():
+            return  # the session ended first: its end says why, and stdout is closed
+        request_id = message.get("id") if "method" in message else None
+        try:
+            response = await self._client.post(
+                self._endpoint.result(),
+                content=json.dumps(message),
+                headers={**self._headers, "content-type": "application/json"},
+            )
+        except httpx2.TransportError as exc:
+            self.unreachable = not self.exited.done()
+            self._end(f"unreachable: {describe(exc)} ({self.url})")
+            return
+        if response.status_code >= 400:
+            body = response.text[:200]
+            self._note(f"POST {response.status_code}: {body}")
+            if request_id is not None:
+                self._refused(request_id, response.status_code, body)
+
+    async def _stream(self) -> None:
+        try:
+            async with self._client.stream(
+                "GET", self.url, headers={**self._headers, "accept": "text/event-stream"}
+            ) as response:
+                if response.status_code >= 400:
+                    body = (await response.aread()).decode(errors="replace")[:200].strip()
+                    reason = httpx2.codes.get_reason_phrase(response.status_code)
+                    self._end(
+                        f"the remote refused its event stream: HTTP {response.status_code} "
+                        f"{reason}{': ' + body if body else ''} ({self.url})"
+                    )
+                    return
+                async for event, data in sse_events(response.aiter_lines()):
+                    if event == "endpoint":
+                        self._take_endpoint(data)
+                    elif event == "message":
+                        self._feed(data)
+        except httpx2.TransportError as exc:
+            self.unreachable = not self.exited.done()
+            self._end(f"unreachable: {describe(exc)} ({self.url})")
+            return
+        self._end(f"the remote closed its event stream, which ends the session ({self.url})")
+
+    def _take_endpoint(self, data: str) -> None:
+        endpoint = urljoin(self.url, data.strip())
+        ours, theirs = urlsplit(self.url), urlsplit(endpoint)
+        if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):
+            self._end(
+                f"the remote named {theirs.scheme}://{theirs.netloc} to post to, not its own "
+                f"{ours.scheme}://{ours.netloc}: nothing is sent there (its headers would go too)"
+            )
+            return
+        if not self._endpoint.done():
+            self._endpoint.set_result(endpoint)
