@@ -432,29 +432,42 @@ class SubprocessExited(TransportFailure):
     kind = "exited"
 
     def __init__(
-        self, server: str, generation: int, exit_text: str, waited: float, log: Path
+        self,
+        server: str,
+        generation: int,
+        exit_text: str,
+        waited: float,
+        log: Path,
+        *,
+        remote: bool = False,
     ) -> None:
         self.generation = generation
         self.waited = waited
+        ended, again = _ended(remote)
         super().__init__(
             server,
-            f"server {server!r}: its stdio subprocess exited ({exit_text}, generation "
-            f"{generation}) and mcp-tray respawned it, but no fresh session was ready after "
+            f"server {server!r}: {ended} ({exit_text}, generation "
+            f"{generation}) and mcp-tray {again}, but no fresh session was ready after "
             f"waiting {waited:g} s. This is not a timeout: the call never reached the server. "
-            f"Its stderr is in {log}",
+            f"{_log_is(remote)} {log}",
         )
 
 
 class ExitedAgain(TransportFailure):
     kind = "exited-again"
 
-    def __init__(self, server: str, generation: int, exit_text: str, log: Path) -> None:
+    def __init__(
+        self, server: str, generation: int, exit_text: str, log: Path, *, remote: bool = False
+    ) -> None:
         self.generation = generation
+        ended, again = _ended(remote)
         super().__init__(
             server,
-            f"server {server!r}: its stdio subprocess exited again right after mcp-tray "
-            f"respawned it (generation {generation}, {exit_text}). do NOT retry this call: "
-            f"the server keeps dying, and mcp-tray parks it if it goes on. Its stderr is in {log}",
+            f"server {server!r}: {ended} again right after mcp-tray {again} "
+            f"(generation {generation}, {exit_text}). do NOT retry this call: "
+            f"the server keeps {'failing' if remote else 'dying'}, and mcp-tray parks it if it "
+            "goes on. "
+            f"{_log_is(remote)} {log}",
         )
 
 
@@ -463,16 +476,35 @@ class ExitedMidCall(TransportFailure):
     inside = True
 
     def __init__(
-        self, server: str, generation: int, exit_text: str, why_no_retry: str, log: Path
+        self,
+        server: str,
+        generation: int,
+        exit_text: str,
+        why_no_retry: str,
+        log: Path,
+        *,
+        remote: bool = False,
     ) -> None:
         self.generation = generation
+        ended, _ = _ended(remote)
         super().__init__(
             server,
-            f"server {server!r}: its stdio subprocess exited mid-call (generation {generation}, "
+            f"server {server!r}: {ended} mid-call (generation {generation}, "
             f"{exit_text}). The call may or may not have taken effect, so mcp-tray did not "
             f"replay it ({why_no_retry}). Check its effect before calling again. "
-            f"Its stderr is in {log}",
+            f"{_log_is(remote)} {log}",
         )
+
+
+def _ended(remote: bool) -> tuple[str, str]:
+    """How a run's end is said, and its replacement: a remote has no process that exits."""
+    if remote:
+        return "its session with the remote server ended", "opened a new one"
+    return "its stdio subprocess exited", "respawned it"
+
+
+def _log_is(remote: bool) -> str:
+    return "Its log is in" if remote else "Its stderr is in"
 
 
 class ProtocolError(TransportFailure):

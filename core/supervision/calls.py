@@ -219,12 +219,25 @@ class CallPath:
             await self._confirm_dead(run)
         # Mid-call race: the child died with the call in flight.
         if respawned:
-            raise _inside(ExitedAgain(server.name, run.generation, run.exit_text, server.log_path))
+            raise _inside(
+                ExitedAgain(
+                    server.name,
+                    run.generation,
+                    run.exit_text,
+                    server.log_path,
+                    remote=_remote(server),
+                )
+            )
         safe, why_not = self.replay_safe(method, params)
         server.request_respawn()
         if not safe:
             raise ExitedMidCall(
-                server.name, run.generation, run.exit_text, why_not, server.log_path
+                server.name,
+                run.generation,
+                run.exit_text,
+                why_not,
+                server.log_path,
+                remote=_remote(server),
             )
         retry_run = await self._await_fresh(run)
         try:
@@ -232,7 +245,13 @@ class CallPath:
         except ConnectionLost:
             await self._confirm_dead(retry_run)
             raise _inside(
-                ExitedAgain(server.name, retry_run.generation, retry_run.exit_text, server.log_path)
+                ExitedAgain(
+                    server.name,
+                    retry_run.generation,
+                    retry_run.exit_text,
+                    server.log_path,
+                    remote=_remote(server),
+                )
             ) from None
 
     async def _send(
@@ -306,7 +325,11 @@ class CallPath:
             return await self._await_usable(dead.generation + 1, server.timing.respawn_wait)
         except _RunDied as died:
             raise ExitedAgain(
-                server.name, died.run.generation, died.run.exit_text or "exited", server.log_path
+                server.name,
+                died.run.generation,
+                died.run.exit_text or "exited",
+                server.log_path,
+                remote=_remote(server),
             ) from None
         except _WindowOver:
             raise SubprocessExited(
@@ -315,6 +338,7 @@ class CallPath:
                 dead.exit_text or "exited",
                 server.timing.respawn_wait,
                 server.log_path,
+                remote=_remote(server),
             ) from None
 
     async def _await_usable(self, min_generation: int, window: float) -> Run:
@@ -347,3 +371,7 @@ def _inside(failure: ExitedAgain) -> ExitedAgain:
     """The respawned child died with this call in it (not before it was sent)."""
     failure.inside = True
     return failure
+
+
+def _remote(server: CallSite) -> bool:
+    return server.config.remote is not None

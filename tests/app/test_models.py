@@ -195,6 +195,21 @@ def test_warnings_rows_are_keyed_by_their_text() -> None:
 MIB = 1024 * 1024
 
 
+def test_a_remote_server_is_marked_remote_where_a_local_one_has_its_pid_and_memory() -> None:
+    model = ServersModel()
+    model.set_rows(
+        [ServerRow(server("far", ServerState.READY, remote=True, command="https://x.example/mcp"))]
+    )
+    columns = [c for c, _ in ServersModel.COLUMNS]
+
+    def cell(col: str, role: Qt.ItemDataRole = Qt.ItemDataRole.DisplayRole) -> Any:
+        return model.data(model.index(0, columns.index(col)), role)
+
+    assert cell("pid") == "remote"
+    assert cell("rss") == "" and cell("cpu") == ""
+    assert "https://x.example/mcp" in cell("pid", Qt.ItemDataRole.ToolTipRole)
+
+
 def test_usage_shows_only_beside_the_child_it_was_sampled_from() -> None:
     """A stopped server kept showing 68 MiB: a figure must not outlive its child."""
     usage = ResourceUsage(cpu_percent=2.0, rss_bytes=68 * MIB)

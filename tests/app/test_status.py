@@ -264,6 +264,7 @@ def test_paths_in_fixes_shrink_to_their_last_part() -> None:
         (ServerState.DEGRADED, TrayColour.AMBER),
         (ServerState.PARKED, TrayColour.RED),
         (ServerState.STOPPED, TrayColour.GREY),
+        (ServerState.UNREACHABLE, TrayColour.AMBER),
     ],
 )
 def test_a_servers_own_colour_is_the_tray_colour_its_state_would_cause(
@@ -289,3 +290,23 @@ def test_a_sleeping_server_is_calm_the_tray_stays_green_and_says_it_sleeps() -> 
     assert state_colour(ServerState.SLEEPING) is TrayColour.GREEN
     assert status.colour is TrayColour.GREEN
     assert status.cause == "1 server ready, 1 sleeping"
+
+
+def test_an_unreachable_remote_turns_the_tray_amber_naming_what_failed_and_the_next_try() -> None:
+    snap = snapshot(
+        builders.server("fs", ServerState.READY),
+        builders.server(
+            "tracker",
+            ServerState.UNREACHABLE,
+            remote=True,
+            retry_in=8.2,
+            last_error="generation 3 unreachable: could not connect: refused (https://t.example/mcp)",
+        ),
+    )
+
+    status = tray_status(snap)
+
+    assert status.colour is TrayColour.AMBER
+    assert status.cause.startswith("tracker unreachable: could not connect"), status.cause
+    assert "tried again in 8 s" in status.cause
+    assert status.fix is not None and "mcp-tray respawn tracker" in status.fix

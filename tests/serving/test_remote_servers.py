@@ -22,6 +22,7 @@ from tests.support.gateway_support import (
     bridge_client,
     http_client,
     journaled,
+    sdk_bridge,
     sdk_client,
     text,
 )
@@ -82,6 +83,8 @@ async def test_a_remote_is_a_member_of_mcp_and_of_a_profile_and_of_the_bridge(
             assert text(result) == f"via {endpoint or '/mcp'}"
     async with bridge_client(far.paths, "far") as session:
         assert text(await session.call_tool("echo", {"text": "bridged"})) == "bridged"
+    async with sdk_bridge(far.paths, "far") as client:  # the 2026-07-28 era, bridged
+        assert text(await client.call_tool("echo", {"text": "modern bridge"})) == "modern bridge"
 
 
 async def test_a_stopped_remote_is_unreachable_calls_fail_fast_and_it_comes_back_alone(
@@ -98,6 +101,7 @@ async def test_a_stopped_remote_is_unreachable_calls_fail_fast_and_it_comes_back
 
         assert result.is_error
         assert "far" in text(result) and "unreachable" in text(result), text(result)
+        assert "session with the remote server ended" in text(result)  # no subprocess
         assert took < 5, took  # answered at once, never a client-side timeout
         await wait_state(server, ServerState.UNREACHABLE)
         began = time.perf_counter()
