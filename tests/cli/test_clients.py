@@ -146,15 +146,21 @@ def test_importing_a_clients_servers_twice_changes_nothing_the_second_time(
     skipped = dict(first.skipped)
     if client == "claude":
         assert "already goes through mcp-tray" in skipped["tray-echo"]
+    remotes = {n: c.remote for n, c in loaded.servers.items() if c.remote is not None}
     if client == "cursor":
-        assert "remote" in skipped["remote-docs"]
+        remote = remotes["remote-docs"]
+        assert (remote.url, remote.transport) == ("https://mcp.example.com/sse", "sse")
     if client == "vscode":
         assert "${workspaceFolder}" in skipped["workspace-files"]
-        assert "remote" in skipped["remote"]
+        assert remotes["remote"].url == "https://example.com/mcp"
     if client == "gemini":
-        assert first.added == ["git"] and "remote" in skipped["github"]
+        assert first.added == ["git", "github"]
+        assert remotes["github"].url == "https://api.githubcopilot.com/mcp/"
+        assert remotes["github"].transport == "streamable-http"
+        assert first.secrets_kept == ["github Authorization"]
     if client == "codex":
-        assert first.added == ["time", "fetch"] and "remote" in skipped["figma"]
+        assert first.added == ["time", "fetch", "figma"]
+        assert remotes["figma"].url == "http://127.0.0.1:3845/mcp"
         assert loaded.servers["fetch"].disabled and not loaded.servers["time"].disabled
 
 

@@ -9,6 +9,7 @@ HTTP+SSE transport (GET /sse, POST /messages/) instead.
 """
 
 import argparse
+import socket
 from typing import Any
 
 import uvicorn
@@ -43,4 +44,7 @@ if __name__ == "__main__":
     app = server.sse_app() if args.sse else server.streamable_http_app()
     if args.key is not None:
         app = keyed(app, args.key)
-    uvicorn.run(app, fd=args.fd, log_level="warning")
+    # The inherited socket taken for what it is: uvicorn's fd= opens any fd as AF_UNIX, so
+    # asyncio would never set TCP_NODELAY and each answer would wait out a 40 ms delayed ACK.
+    sock = socket.socket(fileno=args.fd)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
