@@ -70,6 +70,8 @@ STATE_COLOURS: Final = {
     ServerState.SLEEPING: TrayColour.GREEN,
     # Nothing of ours broke, and it is tried again by itself: a warning, not an alarm.
     ServerState.UNREACHABLE: TrayColour.AMBER,
+    # Only the person can do it, like an approval.
+    ServerState.NEEDS_SIGN_IN: TrayColour.WAITING,
 }
 
 
@@ -259,6 +261,14 @@ def _unreachable(server: ServerSnapshot) -> Cause:
     )
 
 
+def _sign_in(server: ServerSnapshot) -> Cause:
+    return Cause(
+        TrayColour.WAITING,
+        f"{server.name} needs you to sign in",
+        f"Sign in to {server.name}… in the mcp-tray menu, or mcp-tray login {server.name}",
+    )
+
+
 def _starting(server: ServerSnapshot) -> Cause:
     return Cause(TrayColour.AMBER, f"{server.name} starting")
 
@@ -296,6 +306,7 @@ def causes(snapshot: TraySnapshot) -> list[Cause]:
     """Every problem in the snapshot, most severe first."""
     servers = snapshot.servers
     found = _waiting(snapshot)
+    found += [_sign_in(s) for s in servers if s.state is ServerState.NEEDS_SIGN_IN]
     found += [_parked(s) for s in servers if s.state is ServerState.PARKED]
     found += _tripped(snapshot)
     found += _config(snapshot)

@@ -1,6 +1,7 @@
 """The tray icon: colour, tooltip, a menu rebuilt each time it opens, notifications."""
 
 import logging
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
@@ -15,6 +16,7 @@ from app.icons import tray_icon
 from app.status import TrayStatus, tray_status
 from core.base.snapshot import AlertKind, TraySnapshot
 from core.base.states import ServerState
+from core.cli.launcher import launcher_argv
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,11 @@ def build_menu(menu: QMenu, snapshot: TraySnapshot, actions: "TrayActions") -> N
         start = sub.addAction("Start")
         start.setEnabled(server.state is ServerState.STOPPED)
         start.triggered.connect(lambda _=False, n=server.name: actions.start(n))
+        if server.remote:
+            sign_in = sub.addAction(f"Sign in to {server.name}…")
+            sign_in.triggered.connect(
+                lambda _=False, n=server.name: actions.sign_in(n, snapshot.config_path)
+            )
         log = sub.addAction("Open log")
         log.triggered.connect(lambda _=False, path=server.log_path: actions.open_log(path))
     menu.addSeparator()
@@ -124,6 +131,19 @@ class TrayActions:
             await call
         except Exception as exc:
             self.report(f"{what} failed: {exc}")
+
+    def sign_in(self, name: str, config: str) -> None:
+        """``mcp-tray login NAME`` in a process of its own: it opens the browser, waits for
+        the redirect, keeps the sign-in in the keyring and respawns the server."""
+        try:
+            subprocess.Popen(
+                [*launcher_argv(console=False), "login", name, "--config", config],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self.report(f"Sign in to {name} failed to start: {exc}")
 
     def open_log(self, path: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))
@@ -205,6 +225,11 @@ class TrayController:
             title, body = (
                 f"{server} parked",
                 f"{text}. Respawn it from the mcp-tray menu when fixed.",
+            )
+        elif kind is AlertKind.SIGN_IN:
+            title, body = (
+                f"{server} needs you to sign in",
+                f"{text}. Choose 'Sign in to {server}…' in the mcp-tray menu.",
             )
         elif kind is AlertKind.LIMIT:
             title, body = f"{server} replaced", f"{text}. mcp-tray started a fresh one."

@@ -12,6 +12,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
     ├── SpawnError                  a child could not be started (``permanent`` parks at once)
     ├── SecretStoreError            the OS keyring cannot be used
     ├── RegistryFileError           the worker registry file cannot be used as it is
+    ├── SignInRequired              going on with a remote needs a person in a browser
     ├── InstanceError               the one-instance-per-user rule
     │   ├── AlreadyRunning          another mcp-tray holds the lock
     │   └── NotRunning              no mcp-tray to talk to
@@ -34,6 +35,7 @@ layer that raises it (httpx keeps its tree in one module the same way).
         │   ├── ServerStopped       the user stopped the server
         │   ├── ServerParked        the budget (or a permanent start error) parked it
         │   ├── RemoteUnreachable   a remote server's last try to reach it failed
+        │   ├── SignInNeeded        a remote server waits for the person to sign in
         │   ├── BreakerOpen         the server breaker is open
         │   ├── TooManyChildren     the entry's ``max_children`` are all in use
         │   └── SessionTripped      the client session's breaker is open
@@ -102,6 +104,8 @@ __all__ = [
     "ServerParked",
     "ServerStopped",
     "SessionTripped",
+    "SignInNeeded",
+    "SignInRequired",
     "SnippetError",
     "SpawnError",
     "SubprocessExited",
@@ -179,6 +183,10 @@ class SpawnError(McpTrayError):
 
 class SecretStoreError(McpTrayError):
     """The keyring cannot be used; the message says why and what to do."""
+
+
+class SignInRequired(McpTrayError):
+    """Going on with a remote server needs a person in a browser (the tray never opens one)."""
 
 
 class RegistryFileError(McpTrayError):
@@ -369,6 +377,21 @@ class RemoteUnreachable(Unavailable):
             server,
             f"remote server {server!r} is {reason}, so nothing was sent; {again} "
             f"(or now: mcp-tray respawn {server})",
+        )
+
+
+class SignInNeeded(Unavailable):
+    """A remote server waits for the person to sign in; nothing is sent until then."""
+
+    kind = "needs-sign-in"
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            server,
+            f"remote server {server!r} {reason}, so nothing was sent. Sign in with: "
+            f"mcp-tray login {server} (or 'Sign in to {server}…' in the mcp-tray menu); "
+            "calls go through again as soon as it is done",
         )
 
 

@@ -50,6 +50,8 @@ class AlertKind(enum.Enum):
     APPROVAL = "approval"
     #: A child went over its memory limit and was replaced.
     LIMIT = "limit"
+    #: A remote server asks the person to sign in (mcp-tray login NAME).
+    SIGN_IN = "sign-in"
 
 
 @dataclass(frozen=True)

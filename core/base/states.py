@@ -26,6 +26,9 @@ class ServerState(enum.Enum):
     #: A remote server that could not be reached (DNS, refused, TLS, timeout): calls are
     #: refused at once with the reason, and it is tried again with a backoff, never parked.
     UNREACHABLE = "unreachable"
+    #: A remote server that asks for a sign-in (none yet, or it ran out and could not be
+    #: renewed): calls are refused at once, and it waits for ``mcp-tray login`` or Respawn.
+    NEEDS_SIGN_IN = "needs-sign-in"
 
 
 class BreakerState(enum.Enum):
@@ -48,8 +51,9 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
         {
             # handshake done and tools listed
             S.READY,
-            # a remote that could not be reached
+            # a remote that could not be reached, or that asks for a sign-in
             S.UNREACHABLE,
+            S.NEEDS_SIGN_IN,
             # the child died (or the handshake failed) before it was ready
             S.EXITED,
             # a permanent start error (command not found, bad cwd, missing secret)
@@ -64,10 +68,14 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     # ready -> exited: the child died; ready -> stopped: the user stopped it;
     # ready -> starting: the user (or a config edit) asked for a fresh child;
     # ready -> sleeping: an on-demand server was idle its idle_stop_s (stop contract).
-    # ready -> unreachable: a remote's connection failed.
-    S.READY: frozenset({S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE}),
+    # ready -> unreachable: a remote's connection failed; -> needs-sign-in: its sign-in ran out.
+    S.READY: frozenset(
+        {S.DEGRADED, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE, S.NEEDS_SIGN_IN}
+    ),
     # degraded -> ready: a later ping answered again.
-    S.DEGRADED: frozenset({S.READY, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE}),
+    S.DEGRADED: frozenset(
+        {S.READY, S.EXITED, S.STOPPED, S.STARTING, S.SLEEPING, S.UNREACHABLE, S.NEEDS_SIGN_IN}
+    ),
     S.EXITED: frozenset(
         {
             # the backoff ran out, or a waiting call asked for the respawn now
@@ -84,4 +92,6 @@ ALLOWED_TRANSITIONS: Final[dict[ServerState, frozenset[ServerState]]] = {
     # unreachable -> starting: the backoff ran out (or Respawn); -> parked: a config
     # that can never work (a missing secret) found on the next try.
     S.UNREACHABLE: frozenset({S.STARTING, S.STOPPED, S.PARKED}),
+    # needs-sign-in -> starting: signed in (mcp-tray login respawns it) or Respawn.
+    S.NEEDS_SIGN_IN: frozenset({S.STARTING, S.STOPPED}),
 }

@@ -70,6 +70,8 @@ COMMANDS: Final = {
     "quit": ("quit", "cmd_quit"),
     "client-config": ("client_config", "cmd_client_config"),
     "import": ("client_config", "cmd_import"),
+    "login": ("login", "cmd_login"),
+    "logout": ("login", "cmd_logout"),
 }
 
 

@@ -22,6 +22,8 @@ from core.settings.config import valid_server_name
 #: not imported, as that would load the MCP SDK into every CLI call; a test
 #: pins the two together) plus a few seconds for the stop contract.
 SETTLE_SECONDS: Final = 65.0
+#: How long ``mcp-tray login`` waits for the browser to come back, by default.
+LOGIN_WAIT_SECONDS: Final = 300.0
 #: The longest ``call --timeout`` and ``--wait``: the API's own ceiling for a
 #: call (core.serving.http.api.MAX_CALL_TIMEOUT_SECONDS, not imported: it would
 #: load starlette into every CLI call; a test pins the two together).
@@ -147,6 +149,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calls.add_argument("--follow", action="store_true", help="keep printing new calls")
     calls.add_argument("--json", action="store_true", help="machine-readable output")
+
+    login = commands.add_parser(
+        "login", help="sign in to a remote server (OAuth in the browser); the tray uses it at once"
+    )
+    login.add_argument("name", help="a remote server's name")
+    login.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="only print the address to open (its first line); open no browser",
+    )
+    login.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=LOGIN_WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"how long to wait for the browser (default {LOGIN_WAIT_SECONDS:g})",
+    )
+    logout = commands.add_parser("logout", help="forget the sign-in to a remote server")
+    logout.add_argument("name", help="a remote server's name")
+    for sub in (login, logout):
+        sub.add_argument(
+            "--config", type=Path, help="the config file (default: the per-user config.json)"
+        )
 
     commands.add_parser("token", help="print the local API bearer token")
     commands.add_parser(

@@ -33,6 +33,7 @@ from core.base.errors import (
     RpcError,
     ServerParked,
     ServerStopped,
+    SignInNeeded,
     SubprocessExited,
     TransportFailure,
     UpstreamError,
@@ -127,6 +128,10 @@ class CallPath:
             refusal = ServerParked(server.name, server.parked_reason or "it kept dying")
         elif not server.wanted:
             refusal = ServerStopped(server.name)
+        elif server.state is S.NEEDS_SIGN_IN:
+            run = server.current_run
+            reason = (run.exit_text if run is not None else None) or "needs sign-in"
+            refusal = SignInNeeded(server.name, reason)
         elif server.state is S.UNREACHABLE:
             run = server.current_run
             reason = (run.exit_text if run is not None else None) or "unreachable"
@@ -217,6 +222,9 @@ class CallPath:
             return await self._send(run, method, params, caller)
         except ConnectionLost:
             await self._confirm_dead(run)
+        if server.state is S.NEEDS_SIGN_IN:
+            # The remote refused it (401): nothing was done, and trying again needs a person.
+            raise SignInNeeded(server.name, run.exit_text or "needs sign-in")
         # Mid-call race: the child died with the call in flight.
         if respawned:
             raise _inside(

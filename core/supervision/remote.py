@@ -31,8 +31,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import httpx2
+from mcp.client.auth.exceptions import OAuthFlowError
 
 from core.base.clock import SYSTEM_CLOCK, Clock
+from core.base.errors import SecretStoreError, SignInRequired
 
 #: The server's JSON-RPC error for a request it refused at the HTTP level.
 HTTP_REFUSED_CODE: Final = -32000
@@ -59,14 +61,19 @@ class RemoteChild:
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx2.AsyncBaseTransport | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.url = url
         self.argv = [url]
         self._headers = dict(headers or {})
+        #: A 401 asking for a bearer token means "sign in" only where the entry does not
+        #: send credentials of its own (then it means they are wrong).
+        self._own_credentials = any(k.lower() == "authorization" for k in self._headers)
         self._client = httpx2.AsyncClient(
             transport=transport,
             timeout=httpx2.Timeout(None, connect=CONNECT_SECONDS),
             follow_redirects=False,
+            auth=auth,
         )
         loop = asyncio.get_running_loop()
         self.exited: asyncio.Future[int] = loop.create_future()
@@ -76,6 +83,8 @@ class RemoteChild:
         self.end_text: str | None = None
         #: It ended because the remote could not be reached (not a refusal, not a stop).
         self.unreachable = False
+        #: It ended because going on needs the person to sign in (core.supervision.remote_auth).
+        self.needs_sign_in = False
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._initialize_ids: set[Any] = set()
@@ -163,6 +172,9 @@ class RemoteChild:
                 if response.status_code == 404 and had_session:
                     self._end(f"the remote ended the session (HTTP 404 from {self.url})")
                     return
+                if response.status_code == 401 and self.asks_sign_in(response):
+                    self.sign_in_needed("it answered HTTP 401 and asks for a sign-in")
+                    return
                 if response.status_code >= 400:
                     body = (await response.aread()).decode(errors="replace")[:BODY_CHARS]
                     self._note(f"POST {response.status_code}: {body}")
@@ -182,6 +194,15 @@ class RemoteChild:
         except httpx2.TransportError as exc:
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
+            return
+        except SignInRequired:
+            self.sign_in_needed("its sign-in ran out and could not be renewed")
+            return
+        except OAuthFlowError as exc:
+            self.sign_in_needed(f"its sign-in failed ({exc})")
+            return
+        except SecretStoreError as exc:
+            self.sign_in_needed(f"its sign-in could not be read ({exc})")
             return
         if self.session_id is not None and not self._listening and self.protocol_version:
             self._listening = True
@@ -238,6 +259,16 @@ class RemoteChild:
                 }
             )
         )
+
+    def asks_sign_in(self, response: httpx2.Response) -> bool:
+        challenge = response.headers.get("www-authenticate", "")
+        return not self._own_credentials and challenge.lower().startswith("bearer")
+
+    def sign_in_needed(self, why: str) -> None:
+        if self.exited.done():
+            return
+        self.needs_sign_in = True
+        self._end(f"needs sign-in: {why} ({self.url})")
 
     def _note(self, text: str) -> None:
         if not self.exited.done():

@@ -27,8 +27,9 @@ class LegacySseChild(RemoteChild):
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx2.AsyncBaseTransport | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
-        super().__init__(url, headers, transport=transport)
+        super().__init__(url, headers, transport=transport, auth=auth)
         self._endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._spawn(self._stream())
 

@@ -12,7 +12,7 @@ through the server's one writer, ``ManagedServer.change_state``.
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from core import __version__
@@ -31,11 +31,13 @@ from core.supervision.child import (
     resolve_command,
 )
 from core.supervision.containment import Containment, root_folders
+from core.supervision.health import keep_healthy
 from core.supervision.idle import IdleWatch
 from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
 from core.supervision.remote import RemoteChild
+from core.supervision.remote_auth import tray_provider
 from core.supervision.remote_sse import LegacySseChild
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
@@ -161,6 +163,11 @@ class RunLoop:
             run = await self.run_once()
             if server.state is S.SLEEPING:
                 continue
+            if server.state is S.NEEDS_SIGN_IN:
+                # Until the person signs in: mcp-tray login ends with a Respawn, which
+                # replaces this task (a new one tries at once).
+                await server.respawn_now.wait()
+                continue
             if server.state is S.PARKED:
                 await self.wait_parked()
                 continue
@@ -242,7 +249,8 @@ class RunLoop:
         config = server.config
         if config.remote is not None:
             kind = LegacySseChild if config.remote.transport == "sse" else RemoteChild
-            return kind(config.remote.url, await self.resolve_env())
+            auth = await tray_provider(server.name, config.remote.url)
+            return kind(config.remote.url, await self.resolve_env(), auth=auth)
         try:
             env = child_environment(await self.resolve_env(), server.owner, __version__)
             command, args = config.command, config.args
@@ -359,7 +367,7 @@ class RunLoop:
             if handshake.done() and failure is None and not run.dead.is_set():
                 run.ready.set()
                 server.change_state(S.READY, "handshake done, tools listed")
-                health = asyncio.ensure_future(self.health(run, upstream))
+                health = asyncio.ensure_future(keep_healthy(server, run, upstream))
                 if server.catalog.modern:
                     server.listen.open(upstream)
                 if self.wants_standby:
@@ -517,6 +525,10 @@ class RunLoop:
             return
         server.note_error(f"generation {run.generation} {text}")
         child = run.child
+        if isinstance(child, RemoteChild) and child.needs_sign_in:
+            server.change_state(S.NEEDS_SIGN_IN, text)
+            server.publish(EventKind.WARNINGS, f"{server.name} {text}", alert=AlertKind.SIGN_IN)
+            return
         unreachable = isinstance(child, RemoteChild) and child.unreachable
         server.change_state(S.UNREACHABLE if unreachable else S.EXITED, text)
 
@@ -535,7 +547,7 @@ class RunLoop:
 
     def account_end(self, run: Run) -> None:
         server = self.server
-        if run.intentional or server.state in (S.PARKED, S.UNREACHABLE):
+        if run.intentional or server.state in (S.PARKED, S.UNREACHABLE, S.NEEDS_SIGN_IN):
             return
         repeated, self.last_over_limit = self.last_over_limit, run.over_limit is not None
         if run.over_limit is not None and not repeated:
@@ -552,27 +564,6 @@ class RunLoop:
                 f"{server.config.keepalive_seconds:g} s or served a call (last: {run.exit_text})"
             )
 
-    async def health(self, run: Run, upstream: Upstream) -> None:
-        server = self.server
-        while True:
-            await server.clock.sleep(server.config.keepalive_seconds)
-            if run.dead.is_set():
-                return
-            # Up a whole keepalive interval: the run is proven.
-            server.prove(run)
-            answered, pinged = await wait_within(
-                server.clock,
-                _answered(upstream.ping(None, modern=server.catalog.modern)),
-                server.timing.ping_timeout,
-            )
-            healthy = answered and pinged is True
-            if run.dead.is_set():
-                return
-            if healthy and server.state is S.DEGRADED:
-                server.change_state(S.READY, "health ping answered again")
-            elif not healthy and server.state is S.READY and run.alive():
-                server.change_state(S.DEGRADED, "health ping failed while the child lives")
-
     async def pump_stderr(self, child: Child, generation: int) -> None:
         while True:
             line = await child.stderr.readline()
@@ -586,12 +577,3 @@ class RunLoop:
         server.stderr_tail.append(line)
         server.logs.write(server.name, f"gen={generation} {text}")
         server.emit(Event(EventKind.STDERR, server.name, text=line))
-
-
-async def _answered(awaitable: Awaitable[None]) -> bool:
-    """True when the health ping answered; any failure is just 'unhealthy'."""
-    try:
-        await awaitable
-    except (RpcError, ConnectionLost, ValueError):
-        return False
-    return True

@@ -10,17 +10,23 @@ from pathlib import Path
 import pytest
 
 SERVER = Path(__file__).parents[1] / "servers" / "remote_http.py"
+#: The same tool behind OAuth, with its authorization server (tests/servers/remote_oauth.py).
+OAUTH_SERVER = SERVER.with_name("remote_oauth.py")
 
 
 class Remote:
-    def __init__(self, api_key: str | None = None, *, sse: bool = False) -> None:
+    def __init__(
+        self, api_key: str | None = None, *, sse: bool = False, oauth: bool = False
+    ) -> None:
         self.api_key = api_key
         self.sse = sse
+        self.oauth = oauth
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/{'sse' if sse else 'mcp'}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -31,10 +37,15 @@ class Remote:
         # Bound before the server is up: a connection waits in the backlog meanwhile.
         self.sock.listen(16)
         self.sock.set_inheritable(True)
-        options = ["--key", self.api_key] if self.api_key is not None else []
-        options += ["--sse"] if self.sse else []
+        fd = str(self.sock.fileno())
+        if self.oauth:
+            argv = [str(OAUTH_SERVER), fd, str(self.port)]
+        else:
+            argv = [str(SERVER), fd]
+            argv += ["--key", self.api_key] if self.api_key is not None else []
+            argv += ["--sse"] if self.sse else []
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), str(self.sock.fileno()), *options],
+            [sys.executable, *argv],
             pass_fds=(self.sock.fileno(),),
         )
 
