@@ -1,7 +1,6 @@
 """The tray icon: colour, tooltip, a menu rebuilt each time it opens, notifications."""
 
 import logging
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
@@ -13,10 +12,10 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from app.connect_dialog import ConnectDialog, for_service
 from app.core_link import CoreLink
 from app.icons import tray_icon
+from app.sign_in import start_sign_in
 from app.status import TrayStatus, tray_status
 from core.base.snapshot import AlertKind, TraySnapshot
 from core.base.states import ServerState
-from core.cli.launcher import launcher_argv
 
 logger = logging.getLogger(__name__)
 
@@ -133,17 +132,9 @@ class TrayActions:
             self.report(f"{what} failed: {exc}")
 
     def sign_in(self, name: str, config: str) -> None:
-        """``mcp-tray login NAME`` in a process of its own: it opens the browser, waits for
-        the redirect, keeps the sign-in in the keyring and respawns the server."""
-        try:
-            subprocess.Popen(
-                [*launcher_argv(console=False), "login", name, "--config", config],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            self.report(f"Sign in to {name} failed to start: {exc}")
+        problem = start_sign_in(name, config)
+        if problem is not None:
+            self.report(problem)
 
     def open_log(self, path: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))

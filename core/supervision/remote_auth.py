@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -112,6 +113,19 @@ class KeptSignInProvider(OAuthClientProvider):
         super().__init__(url, storage=storage, **kwargs)
         self.kept = storage
         storage.metadata = lambda: self.context.oauth_metadata
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        self._renew_early()
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        renewed = await super()._handle_refresh_response(response)
+        self._renew_early()
+        return renewed
+
+    def _renew_early(self) -> None:
+        if self.context.token_expiry_time is not None:
+            self.context.token_expiry_time -= EXPIRY_MARGIN_SECONDS
 
     async def _initialize(self) -> None:
         await super()._initialize()

@@ -265,6 +265,7 @@ def test_paths_in_fixes_shrink_to_their_last_part() -> None:
         (ServerState.PARKED, TrayColour.RED),
         (ServerState.STOPPED, TrayColour.GREY),
         (ServerState.UNREACHABLE, TrayColour.AMBER),
+        (ServerState.NEEDS_SIGN_IN, TrayColour.WAITING),
     ],
 )
 def test_a_servers_own_colour_is_the_tray_colour_its_state_would_cause(

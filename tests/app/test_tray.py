@@ -10,6 +10,7 @@ from pytestqt.qtbot import QtBot
 from app.status import tray_status
 from app.tray import Notifier, build_menu
 from core.base.states import ServerState
+from tests.app import builders
 from tests.app.scenes import Recording, server, snapshot, submenu, titles
 
 
@@ -50,6 +51,30 @@ def test_the_menu_lists_each_server_with_its_actions_and_the_tripped_count(qtbot
         ("reset_all", ()),
         ("open_window", ()),
     ]
+
+
+def test_a_remote_that_needs_a_sign_in_says_so_first_and_its_menu_signs_in(
+    qtbot: QtBot,
+) -> None:
+    menu = QMenu()
+    actions = Recording()
+    snap = snapshot(
+        server("notes", ServerState.READY),
+        builders.server("tracker", ServerState.NEEDS_SIGN_IN, remote=True),
+    )
+
+    build_menu(menu, snap, actions)  # type: ignore[arg-type]
+
+    assert titles(menu)[:2] == [
+        "tracker needs you to sign in",
+        "→ Sign in to tracker… in the mcp-tray menu, or mcp-tray login tracker",
+    ]
+    assert tray_status(snap).colour.value == "waiting"
+    tracker = submenu(menu, "tracker — needs-sign-in")
+    assert "Sign in to tracker…" in titles(tracker)
+    assert "Sign in to notes…" not in titles(submenu(menu, "notes — ready"))
+    next(a for a in tracker.actions() if a.text() == "Sign in to tracker…").trigger()
+    assert actions.calls == [("sign_in", ("tracker", snap.config_path))]
 
 
 def test_rebuilding_replaces_the_old_entries(qtbot: QtBot) -> None:

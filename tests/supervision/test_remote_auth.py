@@ -1,0 +1,93 @@
+"""A remote's kept sign-in (core.supervision.remote_auth): what a restart reads back, and the
+loopback callback's answers to what a browser (or anything else on this machine) sends it."""
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from core.base.errors import SignInRequired
+from core.supervision.remote_auth import (
+    EXPIRY_MARGIN_SECONDS,
+    KeyringSignIn,
+    LoopbackCallback,
+    entry_of,
+    tray_provider,
+)
+from tests.support.fake_keyring import FileKeyring
+
+URL = "https://remote.example/mcp"
+
+
+def keep(keyring: FileKeyring, expires_in: float) -> None:
+    blob = {
+        "tokens": {"access_token": "a", "token_type": "Bearer", "refresh_token": "r"},
+        "expires_at": time.time() + expires_in,
+        "client": {"client_id": "c", "redirect_uris": ["http://127.0.0.1:5/callback"]},
+    }
+    keyring.set_password("mcp-tray", entry_of("far"), json.dumps(blob))
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "valid"), [(3600, True), (EXPIRY_MARGIN_SECONDS / 2, False)]
+)
+async def test_a_reloaded_token_knows_its_expiry_and_is_renewed_before_it(
+    fake_keyring: FileKeyring, expires_in: float, valid: bool
+) -> None:
+    keep(fake_keyring, expires_in)
+    provider = await tray_provider("far", URL)
+    assert provider is not None
+
+    await provider._initialize()
+
+    # The SDK alone would take any reloaded token as valid until a 401.
+    assert provider.context.is_token_valid() is valid
+    assert provider.context.can_refresh_token()
+
+
+async def test_no_sign_in_kept_means_no_provider_and_forget_removes_it(
+    fake_keyring: FileKeyring,
+) -> None:
+    assert await tray_provider("far", URL) is None
+    keep(fake_keyring, 3600)
+    assert await KeyringSignIn("far").forget()
+    assert await tray_provider("far", URL) is None
+
+
+async def test_the_callback_takes_the_code_and_state_and_answers_anything_else_plainly() -> None:
+    async with LoopbackCallback("far") as callback:
+        async with httpx.AsyncClient() as browser:
+            stray = await browser.get(f"http://127.0.0.1:{callback.port}/favicon.ico")
+            empty = await browser.get(callback.redirect)
+            came = await browser.get(callback.redirect, params={"code": "c1", "state": "s1"})
+        result = await callback.wait(5)
+
+    assert stray.status_code == 404 and empty.status_code == 400
+    assert came.status_code == 200 and "Signed in to far" in came.text
+    assert (result.code, result.state, result.iss) == ("c1", "s1", None)
+
+
+async def test_a_refused_sign_in_and_a_browser_that_never_comes_back_are_said() -> None:
+    async with LoopbackCallback("far") as callback:
+        async with httpx.AsyncClient() as browser:
+            await browser.get(
+                callback.redirect,
+                params={"error": "access_denied", "error_description": "<b>no</b>"},
+            )
+        with pytest.raises(SignInRequired, match="refused: <b>no</b>"):
+            await callback.wait(5)
+    async with LoopbackCallback("far") as callback:
+        with pytest.raises(SignInRequired, match="did not come back"):
+            await callback.wait(0.05)
+
+
+async def test_a_client_that_sends_nothing_does_not_hold_the_callback() -> None:
+    async with LoopbackCallback("far") as callback:
+        _, writer = await asyncio.open_connection("127.0.0.1", callback.port)
+        async with httpx.AsyncClient() as browser:
+            came = await browser.get(callback.redirect, params={"code": "c", "state": "s"})
+        writer.close()
+        assert came.status_code == 200
+        assert (await callback.wait(5)).code == "c"
