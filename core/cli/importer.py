@@ -138,8 +138,8 @@ def _importable_remote(client: str, entry: dict[str, Any]) -> tuple[dict[str, An
     if any(key in entry for key in _OAUTH_KEYS):
         return (
             None,
-            "signs in with OAuth, which mcp-tray does not yet do for remote servers; "
-            "keep it in the client",
+            "names an OAuth client or provider of its own, which mcp-tray cannot use yet "
+            "(it signs in with dynamic registration only); keep it in the client",
         )
     helper = next((key for key in _CLIENT_CREDENTIAL_KEYS if key in entry), None)
     if helper is not None:

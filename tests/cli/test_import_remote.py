@@ -235,8 +235,8 @@ def test_an_entry_that_signs_in_with_oauth_is_skipped(
     assert report.skipped == [
         (
             "signed",
-            "signs in with OAuth, which mcp-tray does not yet do for remote servers; "
-            "keep it in the client",
+            "names an OAuth client or provider of its own, which mcp-tray cannot use yet "
+            "(it signs in with dynamic registration only); keep it in the client",
         )
     ]
     assert not config.exists()
