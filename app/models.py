@@ -256,6 +256,7 @@ class ServersModel(RowModel):
         ("name", "Server"),
         ("state", "State"),
         ("activity", "Calls, 10 min"),
+        ("latency", "Latency"),
         ("pid", "PID"),
         ("generation", "Gen"),
         ("uptime", "Uptime"),
@@ -279,6 +280,9 @@ class ServersModel(RowModel):
         if server.remote and column in ("pid", "cpu", "rss"):
             # No process of ours: the mark says why the cell holds no number.
             return "remote" if column == "pid" else ""
+        if column == "latency":
+            latency = server.latency_ms
+            return "" if latency is None else f"{latency:.1f} ms"
         if column == "breaker":
             return server.breaker.value
         if column == "uptime":
@@ -309,6 +313,8 @@ class ServersModel(RowModel):
             )
         if server.remote and column in ("pid", "cpu", "rss"):
             return f"A remote server, reached over HTTP at {server.command}"
+        if column == "latency":
+            return "The median time of its latest 100 answered tool calls, through mcp-tray."
         if column in ("cpu", "rss"):
             return (
                 "The child and its descendants, sampled every few seconds while this window shows."
@@ -321,6 +327,8 @@ class ServersModel(RowModel):
             return getattr(server, column) or 0
         if column == "uptime":
             return self._now - server.started_at if server.started_at else -1.0
+        if column == "latency":
+            return server.latency_ms if server.latency_ms is not None else -1.0
         if column == "cpu":
             return usage.cpu_percent if usage and usage.cpu_percent is not None else -1.0
         if column == "rss":

@@ -41,9 +41,12 @@ from bench.harness.errors import BenchError
 from bench.harness.processes import sigterm_as_interrupt
 from bench.harness.stats import Stats
 from bench.harness.tray import Tray
-from tests.support.remote_server import Remote
+from tests.support.remote_server import SERVER, Remote
+
+ECHO: Final = SERVER.with_name("echo.py")
 
 NAME: Final = "far"
+LOCAL: Final = "echo"
 TARGET_ADDED_P50_MS: Final = 1.0
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
@@ -124,15 +127,17 @@ async def tray_metrics(http: httpx2.AsyncClient, tray: Tray) -> tuple[float, int
 
 async def measure(
     remote: Remote, tray: Tray, args: argparse.Namespace
-) -> tuple[Leg, Leg, list[float], float, str | None]:
+) -> tuple[Leg, Leg, Leg, list[float], float, str | None]:
     """Both paths' samples, the rounds' paired added medians (ms), the tray's call-path
     mean (ms) and the era it speaks to the remote."""
     bearer = {"authorization": f"Bearer {tray.token}"}
     direct = Leg("direct", remote.url, {})
     gateway = Leg("gateway", f"{tray.url}/mcp/{NAME}", bearer)
+    # The same call to a local stdio server: what the gateway costs where no HTTP is behind it.
+    local = Leg("local", f"{tray.url}/mcp/{LOCAL}", bearer)
     scrape = httpx2.AsyncClient(headers=bearer, timeout=httpx2.Timeout(30))
     try:
-        for path in (direct, gateway):
+        for path in (direct, gateway, local):
             await path.open()
             for _ in range(args.warmup):
                 await path.call()
@@ -152,17 +157,19 @@ async def measure(
                 path.samples += taken
                 medians[path.name] = statistics.median(taken) * 1000.0
             paired.append(medians["gateway"] - medians["direct"])
+            local.samples += [await local.call() for _ in range(max(1, size // 4))]
         era = (await tray_metrics(scrape, tray))[2]
-        return direct, gateway, paired, inside / max(inside_calls, 1) * 1000.0, era
+        return direct, gateway, local, paired, inside / max(inside_calls, 1) * 1000.0, era
     finally:
-        for http in (direct.http, gateway.http, scrape):
+        for http in (direct.http, gateway.http, local.http, scrape):
             await http.aclose()
 
 
 def report(
-    direct: Leg, gateway: Leg, paired: list[float], inside_ms: float, era: str | None
+    direct: Leg, gateway: Leg, local: Leg, paired: list[float], inside_ms: float, era: str | None
 ) -> None:
     base, via = Stats.of(direct.samples), Stats.of(gateway.samples)
+    floor = Stats.of(local.samples)
     print(f"remote latency, ms: echo tools/call to a loopback remote ({PROTOCOL_VERSION})")
     print(f"  {'path':<9} {'calls':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8}")
     for name, path, s in (("direct", direct, base), ("gateway", gateway, via)):
@@ -185,6 +192,10 @@ def report(
         f"of it (HTTP, auth, session, routing) {via.mean - inside_ms:.3f}; the call path is "
         f"{inside_ms - base.mean:+.3f} over the direct mean; the tray speaks {era or '?'} to far"
     )
+    print(
+        f"  for scale: the same call through the gateway to a local stdio echo: p50 "
+        f"{floor.p50:.3f}, p95 {floor.p95:.3f} ({len(local.samples)} calls)"
+    )
     verdict = "MET" if added <= TARGET_ADDED_P50_MS else "NOT MET"
     print(f"  target <= {TARGET_ADDED_P50_MS:g} ms p50 added: {verdict} ({added:+.3f} ms)")
 
@@ -199,13 +210,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--calls >= --rounds >= 1 and --warmup >= 0")
     with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="mcp-tray-bench-") as home:
         remote = Remote()
-        document = {"gateway": {"port": 0}, "mcpServers": {NAME: {"url": remote.url}}}
+        servers = {
+            NAME: {"url": remote.url},
+            LOCAL: {"command": sys.executable, "args": [str(ECHO)]},
+        }
+        document = {"gateway": {"port": 0}, "mcpServers": servers}
         tray = Tray(Path(home), None, document=document)
         started = time.perf_counter()
         try:
             remote.start()
             tray.start()
-            tray.wait_ready(names=(NAME,))
+            tray.wait_ready(names=(NAME, LOCAL))
             figures = asyncio.run(measure(remote, tray, args))
         except KeyboardInterrupt:
             print("\nbench: interrupted; stopping everything it started", file=sys.stderr)

@@ -80,6 +80,8 @@ class ServerSnapshot:
     remote: bool = False
     #: A remote's next try to reach it, in seconds from the snapshot (None otherwise).
     retry_in: float | None = None
+    #: The median of its latest answered tool calls, through mcp-tray (None before any).
+    latency_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,7 @@ class ServerSnapshot:
             "sandbox": self.sandbox,
             "remote": self.remote,
             "retry_in": self.retry_in,
+            "latency_ms": self.latency_ms,
         }
 
 

@@ -13,6 +13,7 @@ core.supervision.catalog.
 import asyncio
 import contextlib
 import logging
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 #: Lines of stderr kept in memory per server for the UI.
 STDERR_RING_LINES: Final = 500
+#: The Servers tab's Latency is the median of this many latest answered tool calls.
+LATENCY_CALLS: Final = 100
 
 EnvResolver = Callable[[ServerConfig], Mapping[str, str]]
 #: Called after every forwarded request: (server, method, seconds, ok).
@@ -90,6 +93,8 @@ class ManagedServer:
         )
         self.state = S.STOPPED
         self.parked_reason: str | None = None
+        #: How long its latest answered tool calls took, in seconds (newest last).
+        self.call_seconds: deque[float] = deque(maxlen=LATENCY_CALLS)
         self._last_error: str | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
         #: Last known capabilities and lists, served to clients while it respawns.
@@ -301,6 +306,7 @@ class ManagedServer:
             sandbox=self.containment.describe(self.config),
             remote=self.config.remote is not None,
             retry_in=self.retry_in,
+            latency_ms=self.latency_ms,
         )
 
     @property
@@ -453,8 +459,18 @@ class ManagedServer:
     # -------------------------------------------------------------- requests
 
     def call_done(self, method: str, started: float, *, ok: bool) -> None:
+        took = time.perf_counter() - started
+        if ok and method == "tools/call":
+            self.call_seconds.append(took)
         if self.on_call_done is not None:
-            self.on_call_done(self.name, method, time.perf_counter() - started, ok)
+            self.on_call_done(self.name, method, took, ok)
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The median of its latest answered tool calls (the Servers tab's Latency)."""
+        if not self.call_seconds:
+            return None
+        return statistics.median(self.call_seconds) * 1000.0
 
     async def request(
         self, method: str, params: Mapping[str, Any] | None, caller: Caller = NO_CALLER

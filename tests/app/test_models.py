@@ -207,7 +207,10 @@ def test_a_remote_server_is_marked_remote_where_a_local_one_has_its_pid_and_memo
 
     assert cell("pid") == "remote"
     assert cell("rss") == "" and cell("cpu") == ""
+    assert cell("latency") == ""  # no call answered yet
     assert "https://x.example/mcp" in cell("pid", Qt.ItemDataRole.ToolTipRole)
+    model.set_rows([ServerRow(server("far", ServerState.READY, remote=True, latency_ms=3.14))])
+    assert cell("latency") == "3.1 ms"
 
 
 def test_usage_shows_only_beside_the_child_it_was_sampled_from() -> None:

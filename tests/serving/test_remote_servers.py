@@ -133,6 +133,9 @@ async def test_the_secret_header_is_in_no_log_journal_or_status(
     )
 
     assert record["tool"] == "echo"
+    row = next(s for s in json.loads(status)["servers"] if s["name"] == "far")
+    assert row["remote"] is True and row["pid"] is None
+    assert row["latency_ms"] is not None and row["latency_ms"] > 0  # the Servers tab's Latency
     assert keyed_remote.url in status  # its command, as the Servers tab shows it
     assert KEY not in status and KEY not in json.dumps(record)
     assert KEY.encode() not in written
