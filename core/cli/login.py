@@ -24,7 +24,7 @@ from core.cli.control_client import running_status
 from core.cli.parser import check_server_name
 from core.settings.config import ServerConfig, load_config
 from core.settings.paths import Paths
-from core.settings.secrets import resolve_env
+from core.settings.secrets import resolve_env, resolve_refs
 from core.supervision.remote_auth import (
     KeyringSignIn,
     LoopbackCallback,
@@ -95,8 +95,20 @@ async def _sign_in(config: ServerConfig, no_browser: bool, timeout: float) -> No
         if not no_browser:
             await asyncio.to_thread(webbrowser.open, url)
 
-    async with LoopbackCallback(config.name) as callback:
-        provider = await login_provider(config.name, remote.url, callback, show, timeout)
+    given = remote.oauth
+    secret = None
+    if given is not None and given.client_secret is not None:
+        try:
+            secret = await asyncio.to_thread(
+                resolve_refs, given.client_secret, "oauth client_secret"
+            )
+        except SpawnError as exc:
+            raise CommandError(f"cannot sign in to {config.name}: {exc.reason}") from None
+    port = given.redirect_port if given is not None and given.redirect_port else 0
+    async with LoopbackCallback(config.name, port) as callback:
+        provider = await login_provider(
+            config.name, remote.url, callback, show, timeout, given, secret
+        )
         limits = httpx2.Timeout(30, connect=10)
         async with httpx2.AsyncClient(auth=provider, timeout=limits) as http:
             if remote.transport == "sse":

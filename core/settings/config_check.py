@@ -411,8 +411,8 @@ class _Checker:
                 f"only stdio servers can be supervised, got {_describe(entry['type'])}",
                 fix='remove "type" or set it to "stdio"',
             )
-        elif "allow_insecure" in entry or "headers" in entry or "transport" in entry:
-            key = next(k for k in ("headers", "transport", "allow_insecure") if k in entry)
+        elif any(k in entry for k in ("headers", "transport", "allow_insecure", "oauth")):
+            key = next(k for k in ("headers", "transport", "allow_insecure", "oauth") if k in entry)
             raise self.error(
                 [*keys, key],
                 f'only a remote server (one with "url") takes "{key}"',
@@ -556,7 +556,7 @@ class _Checker:
         for match in _PLACEHOLDER_RE.finditer(value):
             inner = match.group(1)
             if not (inner.startswith("keyring:") and inner[len("keyring:") :].strip()):
-                what = "header" if "headers" in keys else "env"
+                what = "env" if "env" in keys else "header" if "headers" in keys else "oauth"
                 raise self.error(
                     keys,
                     f"unknown placeholder ${{{_printable(inner)}}} in {what} values",

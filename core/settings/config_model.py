@@ -68,6 +68,7 @@ SERVER_KEYS: Final = (
     "headers",
     "transport",
     "allow_insecure",
+    "oauth",
 )
 #: The keys that only a local command has: an entry with a ``"url"`` refuses them.
 LOCAL_ONLY_KEYS: Final = ("command", "args", "env", "cwd", "sandbox", "limits", "standby")
@@ -144,6 +145,19 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class OAuthClient:
+    """A client registered by hand at a remote's authorization server (one without
+    dynamic registration): ``"oauth": {"client_id": …}`` in the entry."""
+
+    client_id: str
+    #: May hold ``${keyring:NAME}`` (resolved at sign-in); None for a public client.
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+    #: The loopback port registered with the client's redirect URI (None: any free port).
+    redirect_port: int | None = None
+
+
+@dataclass(frozen=True)
 class RemoteConfig:
     """Where a remote server is and how it is reached (an entry with ``"url"``)."""
 
@@ -151,9 +165,10 @@ class RemoteConfig:
     #: Sent on every request; values may hold ``${keyring:NAME}``, resolved at connect.
     headers: Mapping[str, str] = field(default_factory=dict)
     transport: RemoteTransport = "streamable-http"
+    oauth: OAuthClient | None = None
 
     def __hash__(self) -> int:
-        return hash((self.url, tuple(sorted(self.headers.items())), self.transport))
+        return hash((self.url, tuple(sorted(self.headers.items())), self.transport, self.oauth))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from core.settings.config_model import LOCAL_ONLY_KEYS, REMOTE_TRANSPORTS, RemoteConfig
+from core.settings.config_model import (
+    LOCAL_ONLY_KEYS,
+    REMOTE_TRANSPORTS,
+    OAuthClient,
+    RemoteConfig,
+)
 from core.settings.profiles import Problems
 
 #: The keys the other clients use for a URL, and ours.
@@ -41,6 +46,7 @@ RESERVED_HEADERS: Final = frozenset(
 )
 #: RFC 9110's token: what a header's name may hold.
 _HEADER_NAME_RE: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+OAUTH_KEYS: Final = ("client_id", "client_secret", "scopes", "redirect_port")
 #: The longest URL accepted (servers and proxies refuse longer request lines).
 MAX_URL_CHARS: Final = 2048
 
@@ -109,7 +115,72 @@ def check_remote(
                 fix="put the value on one line",
             )
         headers[name] = check_secret(where, value)
-    return RemoteConfig(url=url, headers=headers, transport=transport)
+    oauth = (
+        check_oauth(entry["oauth"], [*keys, "oauth"], problems, check_secret)
+        if "oauth" in entry
+        else None
+    )
+    return RemoteConfig(url=url, headers=headers, transport=transport, oauth=oauth)
+
+
+def check_oauth(
+    raw: object,
+    keys: list[str | int],
+    problems: Problems,
+    check_secret: Callable[[list[str | int], str], str],
+) -> OAuthClient:
+    """``"oauth"``: the client registered by hand, for a server without dynamic registration."""
+    example = '{"client_id": "…", "client_secret": "${keyring:NAME}", "scopes": ["read"]}'
+    if not isinstance(raw, dict):
+        raise problems.error(
+            keys, f"must be an object, got {problems.describe(raw)}", fix=f"write {example}"
+        )
+    for key in raw:
+        if key not in OAUTH_KEYS:
+            raise problems.error(
+                [*keys, key],
+                "unknown key" + (problems.hint(key, OAUTH_KEYS) if isinstance(key, str) else ""),
+                fix=f'use one of {", ".join(OAUTH_KEYS)}, or remove it (leave "oauth" out '
+                "altogether where the server registers clients by itself)",
+            )
+    client_id = raw.get("client_id")
+    if not isinstance(client_id, str) or not client_id.strip():
+        raise problems.error(
+            [*keys, "client_id"],
+            f"must be the client id the server's owner gave you, got {problems.describe(client_id)}",
+            fix=f"write {example}",
+        )
+    secret = raw.get("client_secret")
+    if secret is not None and (not isinstance(secret, str) or not secret):
+        raise problems.error(
+            [*keys, "client_secret"],
+            f"must be a string, got {problems.describe(secret)}",
+            fix='keep it in the keyring: "client_secret": "${keyring:NAME}" (mcp-tray secret set '
+            "NAME), or leave it out for a public client",
+        )
+    scopes = raw.get("scopes", [])
+    if not isinstance(scopes, list) or not all(
+        isinstance(x, str) and x and " " not in x for x in scopes
+    ):
+        raise problems.error(
+            [*keys, "scopes"],
+            f"must be a list of scope names (no spaces), got {problems.describe(scopes)}",
+            fix='write "scopes": ["read", "write"]',
+        )
+    port = raw.get("redirect_port")
+    if port is not None and (type(port) is not int or not 1024 <= port <= 65535):
+        raise problems.error(
+            [*keys, "redirect_port"],
+            f"must be a port from 1024 to 65535, got {problems.describe(port)}",
+            fix="the port of the redirect URI registered with the client "
+            "(http://127.0.0.1:PORT/callback), or leave it out",
+        )
+    return OAuthClient(
+        client_id=client_id,
+        client_secret=check_secret([*keys, "client_secret"], secret) if secret else None,
+        scopes=tuple(scopes),
+        redirect_port=port,
+    )
 
 
 def check_url(value: object, keys: list[str | int], problems: Problems, insecure: object) -> str:

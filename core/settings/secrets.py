@@ -92,23 +92,25 @@ def resolve_env(config: ServerConfig) -> dict[str, str]:
     resolved: dict[str, str] = {}
     what = "header" if config.remote is not None else "env"
     for key, value in config.secret_values.items():
-        names = KEYRING_REF_RE.findall(value)
-        for name in names:
-            try:
-                secret = get_secret(name)
-            except SecretStoreError as exc:
-                raise SpawnError(
-                    f"{what} {key} needs secret {name!r}, but {exc}", permanent=True
-                ) from None
-            if secret is None:
-                raise SpawnError(
-                    f"{what} {key} needs secret {name!r}, which is not in the keyring; "
-                    f"store it with: mcp-tray secret set {name}",
-                    permanent=True,
-                )
-            value = value.replace(f"${{keyring:{name}}}", secret)
-        resolved[key] = value
+        resolved[key] = resolve_refs(value, f"{what} {key}")
     return resolved
+
+
+def resolve_refs(value: str, label: str) -> str:
+    """``value`` with every ``${keyring:NAME}`` replaced; ``label`` names it in the error."""
+    for name in KEYRING_REF_RE.findall(value):
+        try:
+            secret = get_secret(name)
+        except SecretStoreError as exc:
+            raise SpawnError(f"{label} needs secret {name!r}, but {exc}", permanent=True) from None
+        if secret is None:
+            raise SpawnError(
+                f"{label} needs secret {name!r}, which is not in the keyring; "
+                f"store it with: mcp-tray secret set {name}",
+                permanent=True,
+            )
+        value = value.replace(f"${{keyring:{name}}}", secret)
+    return value
 
 
 @dataclass(frozen=True)

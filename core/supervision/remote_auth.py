@@ -35,8 +35,10 @@ from mcp.shared.auth import (
     OAuthMetadata,
     OAuthToken,
 )
+from pydantic import AnyUrl
 
 from core.base.errors import SecretStoreError, SignInRequired
+from core.settings.config_model import OAuthClient
 from core.settings.secrets import delete_secret, get_secret, set_secret
 
 #: What a client registered by mcp-tray is called at the authorization server.
@@ -182,8 +184,9 @@ class LoopbackCallback:
     """The redirect back from the browser, on a loopback port of our own: one GET with
     ``code`` and ``state`` (or ``error``), answered with a page the person can close."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, port: int = 0) -> None:
         self.server_name = server
+        self.wanted_port = port
         self.result: asyncio.Future[AuthorizationCodeResult] = (
             asyncio.get_running_loop().create_future()
         )
@@ -195,7 +198,7 @@ class LoopbackCallback:
         return f"http://127.0.0.1:{self.port}{CALLBACK_PATH}"
 
     async def __aenter__(self) -> "LoopbackCallback":
-        self._listener = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        self._listener = await asyncio.start_server(self._answer, "127.0.0.1", self.wanted_port)
         self.port = self._listener.sockets[0].getsockname()[1]
         return self
 
@@ -264,21 +267,36 @@ async def login_provider(
     callback: LoopbackCallback,
     show: Callable[[str], Awaitable[None]],
     timeout: float,
+    given: OAuthClient | None = None,
+    secret: str | None = None,
 ) -> KeptSignInProvider:
-    """The provider ``mcp-tray login`` signs in with: a registration for this redirect
-    (an older one named another port: it is registered again), the person shown the URL."""
+    """The provider ``mcp-tray login`` signs in with, the person shown the URL: the client
+    ``given`` in the entry (``secret`` resolved), else a registration for this redirect (an
+    older one that named another port is registered again)."""
     storage = KeyringSignIn(server)
     blob = await storage.load()
     client = blob.get("client") or {}
-    if callback.redirect not in (client.get("redirect_uris") or []):
+    if given is not None:
+        blob["client"] = OAuthClientInformationFull(
+            client_id=given.client_id,
+            client_secret=secret,
+            redirect_uris=[AnyUrl(callback.redirect)],
+            token_endpoint_auth_method="client_secret_post" if secret else "none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        ).model_dump(mode="json", exclude_none=True)
+    elif callback.redirect not in (client.get("redirect_uris") or []):
         blob.pop("client", None)
     blob.pop("tokens", None)
     blob.pop("expires_at", None)
     await asyncio.to_thread(set_secret, entry_of(server), json.dumps(blob))
+    metadata = client_metadata(callback.redirect)
+    if given is not None and given.scopes:
+        metadata.scope = " ".join(given.scopes)
     return KeptSignInProvider(
         url,
         storage,
-        client_metadata=client_metadata(callback.redirect),
+        client_metadata=metadata,
         redirect_handler=show,
         callback_handler=lambda: callback.wait(timeout),
     )

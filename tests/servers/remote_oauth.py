@@ -2,8 +2,11 @@
 SDK's own authorization server routes (metadata, dynamic registration, authorize with PKCE,
 token, revoke) in the same process, as hosted MCP services often are.
 
-``remote_oauth.py FD PORT [--ttl SECONDS]``: serve on the listening socket FD
-(bound by the test to 127.0.0.1:PORT). Authorization is granted at once (the
+``remote_oauth.py FD PORT [--ttl SECONDS] [--client ID:SECRET:REDIRECT_PORT]``:
+serve on the listening socket FD (bound by the test to 127.0.0.1:PORT). With
+``--client``, that client is registered beforehand (its redirect URI on
+REDIRECT_PORT) and dynamic registration is off, as on servers that hand out
+client ids by hand. Authorization is granted at once (the
 person in a browser, scripted away): /authorize redirects straight back with
 a code. Access tokens live ``--ttl`` seconds (a test's expiry); POST
 /test/revoke-refresh forgets every refresh token (a revoked sign-in), POST
@@ -28,7 +31,7 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, AnyUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -122,16 +125,29 @@ class Provider:
         )
 
 
-def build(port: int, ttl: float) -> MCPServer:
+def build(port: int, ttl: float, given: str | None) -> MCPServer:
     base = f"http://127.0.0.1:{port}"
     provider = Provider(ttl)
+    if given is not None:
+        client_id, secret, redirect_port = given.split(":")
+        provider.clients[client_id] = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=secret or None,
+            redirect_uris=[AnyUrl(f"http://127.0.0.1:{redirect_port}/callback")],
+            token_endpoint_auth_method="client_secret_post" if secret else "none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope="read write",
+        )
     server = MCPServer(
         "remote-echo-oauth",
         auth_server_provider=provider,
         auth=AuthSettings(
             issuer_url=AnyHttpUrl(base),
             resource_server_url=AnyHttpUrl(f"{base}/mcp"),
-            client_registration_options=ClientRegistrationOptions(enabled=True),
+            client_registration_options=ClientRegistrationOptions(
+                enabled=given is None, valid_scopes=["read", "write"]
+            ),
             revocation_options=RevocationOptions(enabled=True),
             validate_token_resource=False,
         ),
@@ -165,7 +181,8 @@ if __name__ == "__main__":
     parser.add_argument("fd", type=int)
     parser.add_argument("port", type=int)
     parser.add_argument("--ttl", type=float, default=3600)
+    parser.add_argument("--client")
     args = parser.parse_args()
-    app = build(args.port, args.ttl).streamable_http_app()
+    app = build(args.port, args.ttl, args.client).streamable_http_app()
     sock = socket.socket(fileno=args.fd)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

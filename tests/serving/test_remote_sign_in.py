@@ -5,6 +5,7 @@ scripted browser that follows the authorization redirect back to it."""
 
 import asyncio
 import json
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -199,3 +200,35 @@ async def test_logout_forgets_the_sign_in_and_the_server_needs_one_again(
 
     assert kept(fake_keyring) == {}
     await wait_state(far, ServerState.NEEDS_SIGN_IN)
+
+
+async def test_a_server_without_dynamic_registration_signs_in_with_the_client_it_gave(
+    fake_keyring: FileKeyring, services: Services
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        redirect_port = probe.getsockname()[1]
+    remote = Remote(oauth=True, given_client=f"given-id:given-secret:{redirect_port}")
+    remote.start()
+    try:
+        fake_keyring.set_password("mcp-tray", "far-secret", "given-secret")
+        oauth = {
+            "client_id": "given-id",
+            "client_secret": "${keyring:far-secret}",
+            "scopes": ["read"],
+            "redirect_port": redirect_port,
+        }
+        service = await services.start({"far": {"url": remote.url, "oauth": oauth}})
+        far = service.supervisor.server("far")
+        await wait_state(far, ServerState.NEEDS_SIGN_IN)
+
+        code, first, err = await login(service.paths)
+
+        assert code == 0, err
+        assert "client_id=given-id" in first and "scope=read" in first, first
+        await wait_ready(far)
+        async with http_client(service, "far") as session:
+            assert text(await session.call_tool("echo", {"text": "given"})) == "given"
+        assert (await counts(remote))["clients"] == 1  # the one it was given: none registered
+    finally:
+        remote.stop()

@@ -120,6 +120,33 @@ def test_the_entries_clients_write_are_accepted(
         ({"httpUrl": "https://x.example/"}, "httpUrl", "another client's", '"url"'),
         ({"type": "http"}, "", 'no "url"', '"url"'),
         ({"command": "npx", "headers": {}}, "headers", "only a remote server", '"url"'),
+        ({"command": "npx", "oauth": {}}, "oauth", "only a remote server", '"url"'),
+        ({"url": "https://x.example/", "oauth": []}, "oauth", "an object", "client_id"),
+        ({"url": "https://x.example/", "oauth": {}}, "oauth.client_id", "client id", "client_id"),
+        (
+            {"url": "https://x.example/", "oauth": {"client_id": "c", "clientSecret": "s"}},
+            "oauth.clientSecret",
+            "unknown key",
+            "client_secret",
+        ),
+        (
+            {"url": "https://x.example/", "oauth": {"client_id": "c", "scopes": "read write"}},
+            "oauth.scopes",
+            "list of scope names",
+            '["read", "write"]',
+        ),
+        (
+            {"url": "https://x.example/", "oauth": {"client_id": "c", "redirect_port": 80}},
+            "oauth.redirect_port",
+            "1024 to 65535",
+            "callback",
+        ),
+        (
+            {"url": "https://x.example/", "oauth": {"client_id": "c", "client_secret": "${x}"}},
+            "oauth.client_secret",
+            "unknown placeholder",
+            "${keyring:NAME}",
+        ),
     ],
 )
 def test_each_bad_remote_entry_names_its_key_and_the_fix(
@@ -140,3 +167,20 @@ def test_a_header_edit_restarts_the_remote_and_a_url_edit_too(tmp_path: Path) ->
     assert load_entry(tmp_path, {**base, "headers": {"A": "2"}}).launch_key() != key
     assert load_entry(tmp_path, {**base, "url": "https://y.example/mcp"}).launch_key() != key
     assert load_entry(tmp_path, {**base, "retry": "always"}).launch_key() == key
+
+
+def test_a_client_given_by_hand_is_kept_with_its_secret_as_a_keyring_reference(
+    tmp_path: Path,
+) -> None:
+    oauth = {
+        "client_id": "given",
+        "client_secret": "${keyring:tracker-secret}",
+        "scopes": ["read", "write"],
+        "redirect_port": 8765,
+    }
+    config = load_entry(tmp_path, {"url": "https://x.example/mcp", "oauth": oauth})
+
+    assert config.remote is not None and config.remote.oauth is not None
+    given = config.remote.oauth
+    assert (given.client_id, given.client_secret) == ("given", "${keyring:tracker-secret}")
+    assert given.scopes == ("read", "write") and given.redirect_port == 8765

@@ -16,9 +16,16 @@ OAUTH_SERVER = SERVER.with_name("remote_oauth.py")
 
 class Remote:
     def __init__(
-        self, api_key: str | None = None, *, sse: bool = False, oauth: bool = False
+        self,
+        api_key: str | None = None,
+        *,
+        sse: bool = False,
+        oauth: bool = False,
+        given_client: str | None = None,
     ) -> None:
         self.api_key = api_key
+        #: ``ID:SECRET:REDIRECT_PORT``: a client registered beforehand (tests/servers/remote_oauth.py).
+        self.given_client = given_client
         self.sse = sse
         self.oauth = oauth
         self.sock = socket.socket()
@@ -40,6 +47,7 @@ class Remote:
         fd = str(self.sock.fileno())
         if self.oauth:
             argv = [str(OAUTH_SERVER), fd, str(self.port)]
+            argv += ["--client", self.given_client] if self.given_client else []
         else:
             argv = [str(SERVER), fd]
             argv += ["--key", self.api_key] if self.api_key is not None else []
