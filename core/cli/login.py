@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import webbrowser
+from pathlib import Path
 from typing import Final
 
 import httpx2
@@ -38,7 +39,9 @@ SIGN_IN_VERSION: Final = "2025-06-18"
 def cmd_login(args: argparse.Namespace, paths: Paths) -> int:
     config = _remote(args, paths)
     try:
-        asyncio.run(_sign_in(config, args.no_browser, args.timeout))
+        asyncio.run(
+            _sign_in(config, args.no_browser, args.timeout, paths.sign_in_file(config.name))
+        )
     except SignInRequired as exc:
         raise CommandError(f"not signed in to {config.name}: {exc}") from None
     except (httpx2.HTTPError, OSError) as exc:
@@ -50,7 +53,7 @@ def cmd_login(args: argparse.Namespace, paths: Paths) -> int:
 
 def cmd_logout(args: argparse.Namespace, paths: Paths) -> int:
     config = _remote(args, paths)
-    forgot = asyncio.run(KeyringSignIn(config.name).forget())
+    forgot = asyncio.run(KeyringSignIn(config.name, paths.sign_in_file(config.name)).forget())
     print(
         f"forgot the sign-in to {config.name}" if forgot else f"not signed in to {config.name}",
         file=sys.stderr,
@@ -76,7 +79,7 @@ def _remote(args: argparse.Namespace, paths: Paths) -> ServerConfig:
     return config
 
 
-async def _sign_in(config: ServerConfig, no_browser: bool, timeout: float) -> None:
+async def _sign_in(config: ServerConfig, no_browser: bool, timeout: float, fallback: Path) -> None:
     assert config.remote is not None
     remote = config.remote
     try:
@@ -107,7 +110,7 @@ async def _sign_in(config: ServerConfig, no_browser: bool, timeout: float) -> No
     port = given.redirect_port if given is not None and given.redirect_port else 0
     async with LoopbackCallback(config.name, port) as callback:
         provider = await login_provider(
-            config.name, remote.url, callback, show, timeout, given, secret
+            config.name, remote.url, callback, show, timeout, given, secret, fallback
         )
         limits = httpx2.Timeout(30, connect=10)
         async with httpx2.AsyncClient(auth=provider, timeout=limits) as http:

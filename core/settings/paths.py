@@ -56,6 +56,10 @@ class Paths:
     def registry_file(self) -> Path:
         return self.state_dir / "registry.sqlite"
 
+    def sign_in_file(self, server: str) -> Path:
+        """A remote's sign-in where no OS keyring works (0600, as the API token's file)."""
+        return self.state_dir / "sign-ins" / f"{server}.json"
+
     def server_log(self, server: str) -> Path:
         return self.log_dir / f"{server}.log"
 

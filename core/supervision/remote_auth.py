@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,6 +39,7 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl
 
 from core.base.errors import SecretStoreError, SignInRequired
+from core.platform.files import write_private
 from core.settings.config_model import OAuthClient
 from core.settings.secrets import delete_secret, get_secret, set_secret
 
@@ -59,15 +61,19 @@ def entry_of(server: str) -> str:
 class KeyringSignIn(TokenStorage):
     """One server's sign-in, in the keyring (every call off the loop: the keyring blocks)."""
 
-    def __init__(self, server: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, server: str, fallback: Path | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.server = server
+        #: Where it is kept when no OS keyring works (0600, as the API token's file).
+        self.fallback = fallback
         self.clock = clock
         #: The authorization server's metadata, once the provider knows it (kept with the
         #: tokens: a refresh after a restart must reach the same token endpoint).
         self.metadata: Callable[[], OAuthMetadata | None] = lambda: None
 
     async def load(self) -> dict[str, Any]:
-        text = await asyncio.to_thread(get_secret, entry_of(self.server))
+        text = await asyncio.to_thread(self._read)
         if not text:
             return {}
         try:
@@ -76,8 +82,43 @@ class KeyringSignIn(TokenStorage):
             return {}  # unreadable: as if never signed in, and the next sign-in replaces it
         return blob if isinstance(blob, dict) else {}
 
-    async def _save(self, blob: dict[str, Any]) -> None:
-        await asyncio.to_thread(set_secret, entry_of(self.server), json.dumps(blob))
+    async def save(self, blob: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._write, json.dumps(blob))
+
+    def _read(self) -> str | None:
+        try:
+            return get_secret(entry_of(self.server))
+        except SecretStoreError:
+            if self.fallback is None:
+                raise
+            try:
+                return self.fallback.read_text()
+            except FileNotFoundError:
+                return None
+
+    def _write(self, text: str) -> None:
+        try:
+            set_secret(entry_of(self.server), text)
+        except SecretStoreError:
+            if self.fallback is None:
+                raise
+            write_private(self.fallback, text)
+            return
+        if self.fallback is not None:
+            # The keyring holds it now: a file copy would only leak it.
+            self.fallback.unlink(missing_ok=True)
+
+    def _forget(self) -> bool:
+        had = False
+        if self.fallback is not None and self.fallback.exists():
+            self.fallback.unlink()
+            had = True
+        try:
+            return delete_secret(entry_of(self.server)) or had
+        except SecretStoreError:
+            if self.fallback is None:
+                raise
+            return had
 
     async def get_tokens(self) -> OAuthToken | None:
         tokens = (await self.load()).get("tokens")
@@ -92,7 +133,7 @@ class KeyringSignIn(TokenStorage):
         metadata = self.metadata()
         if metadata is not None:
             blob["metadata"] = metadata.model_dump(mode="json", exclude_none=True)
-        await self._save(blob)
+        await self.save(blob)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         info = (await self.load()).get("client")
@@ -101,10 +142,10 @@ class KeyringSignIn(TokenStorage):
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         blob = await self.load()
         blob["client"] = client_info.model_dump(mode="json", exclude_none=True)
-        await self._save(blob)
+        await self.save(blob)
 
     async def forget(self) -> bool:
-        return await asyncio.to_thread(delete_secret, entry_of(self.server))
+        return await asyncio.to_thread(self._forget)
 
 
 class KeptSignInProvider(OAuthClientProvider):
@@ -152,10 +193,12 @@ def client_metadata(redirect: str) -> OAuthClientMetadata:
     )
 
 
-async def tray_provider(server: str, url: str) -> KeptSignInProvider | None:
+async def tray_provider(
+    server: str, url: str, fallback: Path | None = None
+) -> KeptSignInProvider | None:
     """The tray's provider for a remote that was signed in to (None: it never was, or no
     keyring can be read here, where a remote with an API key, or none, works all the same)."""
-    storage = KeyringSignIn(server)
+    storage = KeyringSignIn(server, fallback)
     try:
         blob = await storage.load()
     except SecretStoreError:
@@ -269,11 +312,12 @@ async def login_provider(
     timeout: float,
     given: OAuthClient | None = None,
     secret: str | None = None,
+    fallback: Path | None = None,
 ) -> KeptSignInProvider:
     """The provider ``mcp-tray login`` signs in with, the person shown the URL: the client
     ``given`` in the entry (``secret`` resolved), else a registration for this redirect (an
     older one that named another port is registered again)."""
-    storage = KeyringSignIn(server)
+    storage = KeyringSignIn(server, fallback)
     blob = await storage.load()
     client = blob.get("client") or {}
     if given is not None:
@@ -289,7 +333,7 @@ async def login_provider(
         blob.pop("client", None)
     blob.pop("tokens", None)
     blob.pop("expires_at", None)
-    await asyncio.to_thread(set_secret, entry_of(server), json.dumps(blob))
+    await storage.save(blob)
     metadata = client_metadata(callback.redirect)
     if given is not None and given.scopes:
         metadata.scope = " ".join(given.scopes)

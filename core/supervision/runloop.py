@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from core import __version__
@@ -90,6 +91,8 @@ class RunHost(Protocol):
     def on_demand(self) -> bool: ...
     @property
     def idle(self) -> IdleWatch: ...
+    @property
+    def sign_in_file(self) -> Path | None: ...
 
     def idle_limit(self) -> float | None: ...
     async def keep_catalog(self) -> None: ...
@@ -249,7 +252,7 @@ class RunLoop:
         config = server.config
         if config.remote is not None:
             kind = LegacySseChild if config.remote.transport == "sse" else RemoteChild
-            auth = await tray_provider(server.name, config.remote.url)
+            auth = await tray_provider(server.name, config.remote.url, server.sign_in_file)
             return kind(config.remote.url, await self.resolve_env(), auth=auth)
         try:
             env = child_environment(await self.resolve_env(), server.owner, __version__)

@@ -71,8 +71,11 @@ class ManagedServer:
         review: ToolReview | None = None,
         catalog_dir: Path | None = None,
         containment: Containment | None = None,
+        sign_in_file: Path | None = None,
     ) -> None:
         self.config = config
+        #: Where a remote's sign-in is kept if no OS keyring works (None: nowhere).
+        self.sign_in_file = sign_in_file
         #: Where an on-demand server keeps its catalog while it sleeps (None: nowhere).
         self.catalog_dir = catalog_dir
         self.name = config.name

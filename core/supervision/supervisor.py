@@ -123,6 +123,7 @@ class Supervisor:
             review=self.review,
             catalog_dir=self.paths.state_dir / CATALOGS_DIR,
             containment=self.containment,
+            sign_in_file=self.paths.sign_in_file(config.name),
         )
         server.on_call_done = self._call_done
         return server

@@ -3,12 +3,18 @@ loopback callback's answers to what a browser (or anything else on this machine)
 
 import asyncio
 import json
+import stat
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import keyring
+import keyring.backends.fail
 import pytest
 
-from core.base.errors import SignInRequired
+from core.base.errors import SecretStoreError, SignInRequired
 from core.supervision.remote_auth import (
     EXPIRY_MARGIN_SECONDS,
     KeyringSignIn,
@@ -91,3 +97,30 @@ async def test_a_client_that_sends_nothing_does_not_hold_the_callback() -> None:
         writer.close()
         assert came.status_code == 200
         assert (await callback.wait(5)).code == "c"
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[None]:
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+async def test_without_a_keyring_the_sign_in_is_kept_in_a_private_file(
+    no_keyring: None, tmp_path: Path
+) -> None:
+    fallback = tmp_path / "sign-ins" / "far.json"
+    storage = KeyringSignIn("far", fallback)
+    await storage.save({"tokens": {"access_token": "a", "token_type": "Bearer"}})
+
+    assert stat.S_IMODE(fallback.stat().st_mode) == 0o600
+    assert (await storage.get_tokens()) is not None
+    assert await tray_provider("far", URL, fallback) is not None
+    assert await storage.forget() and not fallback.exists()
+    # With no file to fall back on, an unusable keyring is said, not taken for "signed out".
+    with pytest.raises(SecretStoreError):
+        await KeyringSignIn("far").save({})
