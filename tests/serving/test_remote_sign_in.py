@@ -18,6 +18,7 @@ from core.base.states import ServerState
 from core.serving.service import TrayService
 from core.settings.paths import Paths
 from core.supervision.remote_auth import entry_of
+from core.supervision.server import ManagedServer
 from tests.conftest import wait_ready, wait_state
 from tests.support.fake_keyring import FileKeyring
 from tests.support.gateway_support import REPO, Services, bridge_env, http_client, text
@@ -70,6 +71,17 @@ async def login(paths: Paths, *args: str) -> tuple[int, str, str]:
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, first, err.decode()
+
+
+async def signed_in(services: Services, remote: Remote) -> tuple[TrayService, ManagedServer]:
+    """A tray on ``remote``, seen to need a sign-in, then signed in by ``mcp-tray login``."""
+    service = await tray_on(services, remote)
+    far = service.supervisor.server("far")
+    await wait_state(far, ServerState.NEEDS_SIGN_IN)
+    code, _, err = await login(service.paths)
+    assert code == 0, err
+    await wait_ready(far)
+    return service, far
 
 
 def kept(keyring: FileKeyring) -> dict[str, Any]:
@@ -127,11 +139,7 @@ async def test_signing_in_from_the_command_line_lets_calls_through_and_outlives_
 async def test_an_expired_token_is_refreshed_without_the_person(
     fake_keyring: FileKeyring, services: Services, guarded: Remote
 ) -> None:
-    service = await tray_on(services, guarded)
-    far = service.supervisor.server("far")
-    await wait_state(far, ServerState.NEEDS_SIGN_IN)
-    assert (await login(service.paths))[0] == 0
-    await wait_ready(far)
+    service, far = await signed_in(services, guarded)
     before = kept(fake_keyring)
     # As if its hour were over (the clock is the keyring's record, not a sleep).
     keep(fake_keyring, {**before, "expires_at": time.time() - 60})
@@ -151,11 +159,7 @@ async def test_an_expired_token_is_refreshed_without_the_person(
 async def test_a_revoked_sign_in_is_needs_sign_in_at_once_and_a_new_login_mends_it(
     fake_keyring: FileKeyring, services: Services, guarded: Remote
 ) -> None:
-    service = await tray_on(services, guarded)
-    far = service.supervisor.server("far")
-    await wait_state(far, ServerState.NEEDS_SIGN_IN)
-    assert (await login(service.paths))[0] == 0
-    await wait_ready(far)
+    service, far = await signed_in(services, guarded)
     alerts: list[str] = []
     service.supervisor.subscribe(
         lambda event: alerts.append(event.text or "") if event.alert is not None else None
@@ -179,11 +183,7 @@ async def test_a_revoked_sign_in_is_needs_sign_in_at_once_and_a_new_login_mends_
 async def test_logout_forgets_the_sign_in_and_the_server_needs_one_again(
     fake_keyring: FileKeyring, services: Services, guarded: Remote
 ) -> None:
-    service = await tray_on(services, guarded)
-    far = service.supervisor.server("far")
-    await wait_state(far, ServerState.NEEDS_SIGN_IN)
-    assert (await login(service.paths))[0] == 0
-    await wait_ready(far)
+    service, far = await signed_in(services, guarded)
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
