@@ -21,7 +21,9 @@ naming the status, and the session goes on.
 
 The run loop (core.supervision.runloop) makes one for an entry with ``"url"``;
 one that ended ``unreachable`` puts its server in that state (tried again with
-a backoff, never parked for it).
+a backoff, never parked for it), one that ended ``needs_sign_in`` (a 401 asking
+for a bearer token, or a sign-in that could not be renewed without a person,
+core.supervision.remote_auth) in ``needs-sign-in``.
 """
 
 import asyncio

@@ -16,7 +16,9 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx2
+from mcp.client.auth.exceptions import OAuthFlowError
 
+from core.base.errors import SecretStoreError, SignInRequired
 from core.supervision.remote import RemoteChild, describe, sse_events
 
 
@@ -49,6 +51,9 @@ class LegacySseChild(RemoteChild):
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
             return
+        except (SignInRequired, OAuthFlowError, SecretStoreError) as exc:
+            self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
+            return
         if response.status_code >= 400:
             body = response.text[:200]
             self._note(f"POST {response.status_code}: {body}")
@@ -60,6 +65,9 @@ class LegacySseChild(RemoteChild):
             async with self._client.stream(
                 "GET", self.url, headers={**self._headers, "accept": "text/event-stream"}
             ) as response:
+                if response.status_code == 401 and self.asks_sign_in(response):
+                    self.sign_in_needed("it answered HTTP 401 and asks for a sign-in")
+                    return
                 if response.status_code >= 400:
                     body = (await response.aread()).decode(errors="replace")[:200].strip()
                     reason = httpx2.codes.get_reason_phrase(response.status_code)
@@ -76,6 +84,9 @@ class LegacySseChild(RemoteChild):
         except httpx2.TransportError as exc:
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
+            return
+        except (SignInRequired, OAuthFlowError, SecretStoreError) as exc:
+            self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
             return
         self._end(f"the remote closed its event stream, which ends the session ({self.url})")
 

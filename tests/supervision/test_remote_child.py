@@ -191,3 +191,39 @@ async def test_an_sse_remote_naming_another_host_to_post_to_gets_nothing_sent_th
     assert child.end_text is not None and "https://elsewhere.example" in child.end_text
     assert not child.unreachable  # a refusal of ours: it is not tried as if the network failed
     await child.stop()
+
+
+@pytest.mark.parametrize("sse", [False, True])
+async def test_a_401_asking_for_a_bearer_token_ends_the_session_as_needing_a_sign_in(
+    sse: bool,
+) -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        challenge = 'Bearer resource_metadata="https://remote.example/.well-known/x"'
+        return httpx2.Response(401, headers={"www-authenticate": challenge})
+
+    kind = LegacySseChild if sse else RemoteChild
+    child = kind("https://remote.example/mcp", transport=httpx2.MockTransport(handler))
+    await send(child, hello(1, "2025-11-25"))
+    await asyncio.wait_for(child.exited, 10)
+
+    assert child.needs_sign_in and not child.unreachable
+    assert child.end_text is not None and child.end_text.startswith("needs sign-in: ")
+    await child.stop()
+
+
+async def test_with_an_api_key_of_its_own_a_401_is_the_request_refused_not_a_sign_in() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(401, headers={"www-authenticate": "Bearer"}, text="bad key")
+
+    child = RemoteChild(
+        "https://remote.example/mcp",
+        {"Authorization": "Bearer wrong"},
+        transport=httpx2.MockTransport(handler),
+    )
+    await send(child, hello(1, "2025-11-25"))
+    refused = await answer(child)
+    await child.stop()
+
+    assert refused["error"]["code"] == HTTP_REFUSED_CODE
+    assert "HTTP 401 Unauthorized: bad key" in refused["error"]["message"]
+    assert not child.needs_sign_in
