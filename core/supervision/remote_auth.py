@@ -87,14 +87,18 @@ class KeyringSignIn(TokenStorage):
 
     def _read(self) -> str | None:
         try:
-            return get_secret(entry_of(self.server))
+            found = get_secret(entry_of(self.server))
         except SecretStoreError:
             if self.fallback is None:
                 raise
+            found = None
+        if found is None and self.fallback is not None:
+            # Kept in the file while no keyring worked (one may work now).
             try:
                 return self.fallback.read_text()
             except FileNotFoundError:
                 return None
+        return found
 
     def _write(self, text: str) -> None:
         try:
@@ -165,6 +169,14 @@ class KeptSignInProvider(OAuthClientProvider):
         renewed = await super()._handle_refresh_response(response)
         self._renew_early()
         return renewed
+
+    async def _refresh_token(self) -> httpx2.Request:
+        # Another session of this server may have renewed it meanwhile, and each renewal
+        # retires the refresh token the others hold: renew from the newest one kept.
+        newest = await self.kept.get_tokens()
+        if newest is not None and newest.refresh_token:
+            self.context.current_tokens = newest
+        return await super()._refresh_token()
 
     def _renew_early(self) -> None:
         if self.context.token_expiry_time is not None:

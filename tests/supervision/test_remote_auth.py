@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import keyring
 import keyring.backends.fail
 import pytest
@@ -124,3 +125,44 @@ async def test_without_a_keyring_the_sign_in_is_kept_in_a_private_file(
     # With no file to fall back on, an unusable keyring is said, not taken for "signed out".
     with pytest.raises(SecretStoreError):
         await KeyringSignIn("far").save({})
+
+
+async def test_two_sessions_of_one_server_each_renew_from_the_newest_refresh_token(
+    fake_keyring: FileKeyring,
+) -> None:
+    live = {"r"}  # what keep() stores
+    issued = iter(range(1, 100))
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/token":
+            form = dict(x.split("=") for x in request.content.decode().split("&"))
+            if form.get("refresh_token") not in live:
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            live.discard(form["refresh_token"])  # rotated: the old one is retired
+            n = next(issued)
+            live.add(f"r{n}")
+            body = {"access_token": f"a{n}", "token_type": "Bearer", "refresh_token": f"r{n}"}
+            return httpx2.Response(200, json={**body, "expires_in": 3600})
+        if request.headers.get("authorization", "").startswith("Bearer a"):
+            return httpx2.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": {}})
+        return httpx2.Response(401, headers={"www-authenticate": "Bearer"})
+
+    keep(fake_keyring, -60)  # expired: the first request of each renews it
+    first, second = await tray_provider("far", URL), await tray_provider("far", URL)
+    assert first is not None and second is not None
+    await first._initialize()
+    await second._initialize()  # both hold r now
+    transport = httpx2.MockTransport(handler)
+    async with (
+        httpx2.AsyncClient(auth=first, transport=transport) as one,
+        httpx2.AsyncClient(auth=second, transport=transport) as two,
+    ):
+        assert (await one.post(URL, json={})).status_code == 200  # r -> r1
+        assert (await two.post(URL, json={})).status_code == 200  # r1 -> r2, not r refused
+
+    assert (
+        json.loads(fake_keyring.get_password("mcp-tray", entry_of("far")) or "")["tokens"][
+            "refresh_token"
+        ]
+        == "r2"
+    )
