@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPushButton,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.icons import state_icon
 from app.models import ToolsModel
+from app.sign_in import start_sign_in
 from core.base.snapshot import ServerSnapshot
 from core.supervision.offer import ServerOffer
 
@@ -58,9 +60,14 @@ RETRY_WORDS = {
 
 
 class DetailsPane(QWidget):
-    def __init__(self, offer_of: Callable[[str], ServerOffer | None]) -> None:
+    def __init__(
+        self,
+        offer_of: Callable[[str], ServerOffer | None],
+        config_path: Callable[[], str] = lambda: "",
+    ) -> None:
         super().__init__()
         self._offer_of = offer_of
+        self._config_path = config_path
         self.name: str | None = None
         #: What the pane shows now: (server, offer), or a value no pair equals.
         self._shown: tuple[ServerSnapshot | None, ServerOffer | None] | object = ()
@@ -83,6 +90,13 @@ class DetailsPane(QWidget):
         self.retry = QLabel()
         self.retry.setWordWrap(True)
         self.retry.setStyleSheet("color: gray;")
+        # A remote server's sign-in, in the browser (mcp-tray login in a process of its own).
+        self.sign_in = QPushButton("Sign in…")
+        self.sign_in.setToolTip("Sign in to this remote server in your browser")
+        self.sign_in.clicked.connect(self._sign_in)
+        self.sign_in.hide()
+        self.sign_in_note = QLabel()
+        self.sign_in_note.setWordWrap(True)
 
         self.tools = ToolsModel()
         self.tools_view = QTableView()
@@ -115,6 +129,8 @@ class DetailsPane(QWidget):
         summary.addWidget(self.command)
         summary.addWidget(self.counts)
         summary.addWidget(self.retry)
+        summary.addWidget(self.sign_in)
+        summary.addWidget(self.sign_in_note)
         summary.addStretch()
         left = QWidget()
         left.setLayout(summary)
@@ -124,6 +140,14 @@ class DetailsPane(QWidget):
         layout.addWidget(left)
         layout.addWidget(self.tools_view, 1)
         self.show_server(None)
+
+    def _sign_in(self) -> None:
+        if self.name is None:
+            return
+        problem = start_sign_in(self.name, self._config_path())
+        self.sign_in_note.setText(
+            problem or f"Signing in to {self.name}: finish it in your browser."
+        )
 
     def _fit_columns(self) -> None:
         for column in ("name", "title", "retried"):
@@ -140,6 +164,8 @@ class DetailsPane(QWidget):
         self._shown = (server, offer)
         if server is None:
             self.name = None
+            self.sign_in.hide()
+            self.sign_in_note.clear()
             self.glyph.clear()
             self.title.setText("No server selected")
             for label in (self.facts, self.command, self.counts, self.retry):
@@ -147,12 +173,17 @@ class DetailsPane(QWidget):
             self.problem.hide()
             self.tools.set_rows([])
             return
+        if server.name != self.name:
+            self.sign_in_note.clear()
         self.name = server.name
+        self.sign_in.setVisible(server.remote)
         self.glyph.setPixmap(state_icon(server.state).pixmap(GLYPH_PX, GLYPH_PX))
         self.title.setText(server.name)
         facts = [server.state.value, f"generation {server.generation}"]
         if server.pid is not None:
             facts.append(f"pid {server.pid}")
+        elif server.remote:
+            facts.append("remote")
         if server.protocol:
             facts.append(f"protocol {server.protocol}")
         facts.append(f"{server.sharing} child")
@@ -167,7 +198,7 @@ class DetailsPane(QWidget):
         self.problem.setText(problem)
         self.problem.setVisible(bool(problem))
         self.command.setText(
-            f"<b>Command</b> {html.escape(server.command)}<br>"
+            f"<b>{'URL' if server.remote else 'Command'}</b> {html.escape(server.command)}<br>"
             f"<b>Log</b> {html.escape(server.log_path)}"
         )
         if offer is None:

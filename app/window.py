@@ -63,7 +63,6 @@ from app.models import (
     WorkersModel,
     server_rows,
 )
-from app.sign_in import start_sign_in
 from app.sparkline import ActivityDelegate
 from app.usage import UsageSampler
 from core.base.errors import McpTrayError
@@ -219,9 +218,6 @@ class MainWindow(QMainWindow):
         self.respawn_button = self.servers.add_button("Respawn")
         self.stop_button = self.servers.add_button("Stop")
         self.start_button = self.servers.add_button("Start")
-        self.sign_in_button = self.servers.add_button("Sign in…")
-        self.sign_in_button.setToolTip("Sign in to the selected remote server in your browser")
-        self.sign_in_button.clicked.connect(self._sign_in_selected)
         self.servers.buttons.addStretch()
         self.open_log_button = self.servers.add_button("Open log file")
         self.respawn_button.clicked.connect(
@@ -235,7 +231,7 @@ class MainWindow(QMainWindow):
         )
         self.open_log_button.clicked.connect(self._open_selected_log)
 
-        self.details = DetailsPane(self._offer)
+        self.details = DetailsPane(self._offer, lambda: link.snapshot().config_path)
         self.servers_split = QSplitter(Qt.Orientation.Vertical)
         self.servers_split.addWidget(self.servers)
         self.servers_split.addWidget(self.details)
@@ -410,16 +406,6 @@ class MainWindow(QMainWindow):
                 await act(name)
 
         self.run(button, all_of(), f"{button.text()}: {', '.join(names)} done")
-
-    def _sign_in_selected(self) -> None:
-        server = self._server_snapshot(self.servers.current_key())
-        if server is None or not server.remote:
-            self.statusBar().showMessage("Select a remote server first.", 5000)
-            return
-        problem = start_sign_in(server.name, self.link.snapshot().config_path)
-        self.statusBar().showMessage(
-            problem or f"Signing in to {server.name}: finish it in your browser.", 8000
-        )
 
     def _open_selected_log(self) -> None:
         server = self._server_snapshot(self.servers.current_key())

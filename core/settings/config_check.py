@@ -400,7 +400,7 @@ class _Checker:
         if is_remote_entry(entry):
             remote = check_remote(entry, keys, self, self.check_env_value)
         elif entry.get("type", "stdio") != "stdio":
-            if entry["type"] in REMOTE_TYPES:
+            if isinstance(entry["type"], str) and entry["type"] in REMOTE_TYPES:
                 raise self.error(
                     keys,
                     f'has "type": {json.dumps(entry["type"])} but no "url"',

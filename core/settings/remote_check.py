@@ -242,7 +242,7 @@ def check_url(value: object, keys: list[str | int], problems: Problems, insecure
 def check_transport(entry: Mapping[str, Any], keys: list[str | int], problems: Problems) -> Any:
     kind = entry.get("type")
     transport = entry.get("transport")
-    if kind is not None and kind not in REMOTE_TYPES:
+    if kind is not None and (not isinstance(kind, str) or kind not in REMOTE_TYPES):
         raise problems.error(
             [*keys, "type"],
             f"a remote server's type is one of {', '.join(REMOTE_TYPES)}, got "
@@ -250,7 +250,9 @@ def check_transport(entry: Mapping[str, Any], keys: list[str | int], problems: P
             fix='remove "type" (streamable HTTP is the default), or write "transport": "sse" '
             "for a server of the older HTTP+SSE transport",
         )
-    if transport is not None and transport not in REMOTE_TRANSPORTS:
+    if transport is not None and (
+        not isinstance(transport, str) or transport not in REMOTE_TRANSPORTS
+    ):
         raise problems.error(
             [*keys, "transport"],
             f"must be one of {', '.join(REMOTE_TRANSPORTS)}, got {problems.describe(transport)}"

@@ -137,6 +137,9 @@ class Child(Protocol):
     stdout: asyncio.StreamReader
     stderr: asyncio.StreamReader
     exited: "asyncio.Future[int]"
+    #: How a remote's session ended (a process is never either).
+    unreachable: bool
+    needs_sign_in: bool
 
     @property
     def returncode(self) -> int | None: ...
@@ -162,6 +165,10 @@ class Spawner(Protocol):
 
 class ChildProcess:
     """A spawned child: its pipes, its process tree, and its exit."""
+
+    #: Only a remote's session ends so (core.supervision.remote).
+    unreachable = False
+    needs_sign_in = False
 
     def __init__(
         self,

@@ -29,11 +29,11 @@ core.supervision.remote_auth) in ``needs-sign-in``.
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import httpx2
-from mcp.client.auth.exceptions import OAuthFlowError
 
 from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import SecretStoreError, SignInRequired
@@ -200,11 +200,13 @@ class RemoteChild:
         except SignInRequired:
             self.sign_in_needed("its sign-in ran out and could not be renewed")
             return
-        except OAuthFlowError as exc:
-            self.sign_in_needed(f"its sign-in failed ({exc})")
-            return
         except SecretStoreError as exc:
             self.sign_in_needed(f"its sign-in could not be read ({exc})")
+            return
+        except Exception as exc:
+            if not is_oauth_error(exc):
+                raise
+            self.sign_in_needed(f"its sign-in failed ({exc})")
             return
         if self.session_id is not None and not self._listening and self.protocol_version:
             self._listening = True
@@ -284,6 +286,13 @@ class RemoteChild:
         self.stdout.feed_eof()
         self.stderr.feed_eof()
         self.exited.set_result(0)
+
+
+def is_oauth_error(exc: BaseException) -> bool:
+    """Whether the SDK's sign-in failed (its module is loaded only where a sign-in is used:
+    a tray without one never imports the SDK)."""
+    module = sys.modules.get("mcp.client.auth.exceptions")
+    return module is not None and isinstance(exc, module.OAuthFlowError)
 
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:

@@ -20,7 +20,6 @@ What is ours:
 """
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -39,9 +38,8 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl
 
 from core.base.errors import SecretStoreError, SignInRequired
-from core.platform.files import write_private
 from core.settings.config_model import OAuthClient
-from core.settings.secrets import delete_secret, get_secret, set_secret
+from core.supervision.sign_in_store import KeptSignIn
 
 #: What a client registered by mcp-tray is called at the authorization server.
 CLIENT_NAME: Final = "mcp-tray"
@@ -54,75 +52,24 @@ CALLBACK_PATH: Final = "/callback"
 EXPIRY_MARGIN_SECONDS: Final = 30.0
 
 
-def entry_of(server: str) -> str:
-    return f"oauth.{server}"
-
-
 class KeyringSignIn(TokenStorage):
-    """One server's sign-in, in the keyring (every call off the loop: the keyring blocks)."""
+    """One server's sign-in as the SDK stores it (core.supervision.sign_in_store keeps it)."""
 
     def __init__(
         self, server: str, fallback: Path | None = None, clock: Callable[[], float] = time.time
     ) -> None:
         self.server = server
-        #: Where it is kept when no OS keyring works (0600, as the API token's file).
-        self.fallback = fallback
+        self.kept = KeptSignIn(server, fallback)
         self.clock = clock
         #: The authorization server's metadata, once the provider knows it (kept with the
         #: tokens: a refresh after a restart must reach the same token endpoint).
         self.metadata: Callable[[], OAuthMetadata | None] = lambda: None
 
     async def load(self) -> dict[str, Any]:
-        text = await asyncio.to_thread(self._read)
-        if not text:
-            return {}
-        try:
-            blob = json.loads(text)
-        except ValueError:
-            return {}  # unreadable: as if never signed in, and the next sign-in replaces it
-        return blob if isinstance(blob, dict) else {}
+        return await asyncio.to_thread(self.kept.read)
 
     async def save(self, blob: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._write, json.dumps(blob))
-
-    def _read(self) -> str | None:
-        try:
-            found = get_secret(entry_of(self.server))
-        except SecretStoreError:
-            if self.fallback is None:
-                raise
-            found = None
-        if found is None and self.fallback is not None:
-            # Kept in the file while no keyring worked (one may work now).
-            try:
-                return self.fallback.read_text()
-            except FileNotFoundError:
-                return None
-        return found
-
-    def _write(self, text: str) -> None:
-        try:
-            set_secret(entry_of(self.server), text)
-        except SecretStoreError:
-            if self.fallback is None:
-                raise
-            write_private(self.fallback, text)
-            return
-        if self.fallback is not None:
-            # The keyring holds it now: a file copy would only leak it.
-            self.fallback.unlink(missing_ok=True)
-
-    def _forget(self) -> bool:
-        had = False
-        if self.fallback is not None and self.fallback.exists():
-            self.fallback.unlink()
-            had = True
-        try:
-            return delete_secret(entry_of(self.server)) or had
-        except SecretStoreError:
-            if self.fallback is None:
-                raise
-            return had
+        await asyncio.to_thread(self.kept.write, blob)
 
     async def get_tokens(self) -> OAuthToken | None:
         tokens = (await self.load()).get("tokens")
@@ -149,7 +96,7 @@ class KeyringSignIn(TokenStorage):
         await self.save(blob)
 
     async def forget(self) -> bool:
-        return await asyncio.to_thread(self._forget)
+        return await asyncio.to_thread(self.kept.forget)
 
 
 class KeptSignInProvider(OAuthClientProvider):
@@ -158,7 +105,7 @@ class KeptSignInProvider(OAuthClientProvider):
 
     def __init__(self, url: str, storage: KeyringSignIn, **kwargs: Any) -> None:
         super().__init__(url, storage=storage, **kwargs)
-        self.kept = storage
+        self.store = storage
         storage.metadata = lambda: self.context.oauth_metadata
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
@@ -173,7 +120,7 @@ class KeptSignInProvider(OAuthClientProvider):
     async def _refresh_token(self) -> httpx2.Request:
         # Another session of this server may have renewed it meanwhile, and each renewal
         # retires the refresh token the others hold: renew from the newest one kept.
-        newest = await self.kept.get_tokens()
+        newest = await self.store.get_tokens()
         if newest is not None and newest.refresh_token:
             self.context.current_tokens = newest
         return await super()._refresh_token()
@@ -184,7 +131,7 @@ class KeptSignInProvider(OAuthClientProvider):
 
     async def _initialize(self) -> None:
         await super()._initialize()
-        blob = await self.kept.load()
+        blob = await self.store.load()
         expires_at = blob.get("expires_at")
         if isinstance(expires_at, int | float):
             self.context.token_expiry_time = expires_at - EXPIRY_MARGIN_SECONDS

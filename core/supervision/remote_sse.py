@@ -16,10 +16,9 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx2
-from mcp.client.auth.exceptions import OAuthFlowError
 
 from core.base.errors import SecretStoreError, SignInRequired
-from core.supervision.remote import RemoteChild, describe, sse_events
+from core.supervision.remote import RemoteChild, describe, is_oauth_error, sse_events
 
 
 class LegacySseChild(RemoteChild):
@@ -51,7 +50,9 @@ class LegacySseChild(RemoteChild):
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
             return
-        except (SignInRequired, OAuthFlowError, SecretStoreError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, SignInRequired | SecretStoreError) and not is_oauth_error(exc):
+                raise
             self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
             return
         if response.status_code >= 400:
@@ -85,7 +86,9 @@ class LegacySseChild(RemoteChild):
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
             return
-        except (SignInRequired, OAuthFlowError, SecretStoreError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, SignInRequired | SecretStoreError) and not is_oauth_error(exc):
+                raise
             self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
             return
         self._end(f"the remote closed its event stream, which ends the session ({self.url})")

@@ -37,9 +37,7 @@ from core.supervision.idle import IdleWatch
 from core.supervision.limits import DRAIN_SECONDS, LimitWatch
 from core.supervision.listen import UpstreamListen
 from core.supervision.logs import LogSink
-from core.supervision.remote import RemoteChild
-from core.supervision.remote_auth import tray_provider
-from core.supervision.remote_sse import LegacySseChild
+from core.supervision.remote_open import open_remote
 from core.supervision.restart_policy import Backoff, RapidDropBudget
 from core.supervision.routing import Routing
 from core.supervision.run import Run, Timing
@@ -251,9 +249,9 @@ class RunLoop:
         server = self.server
         config = server.config
         if config.remote is not None:
-            kind = LegacySseChild if config.remote.transport == "sse" else RemoteChild
-            auth = await tray_provider(server.name, config.remote.url, server.sign_in_file)
-            return kind(config.remote.url, await self.resolve_env(), auth=auth)
+            return await open_remote(
+                server.name, config.remote, await self.resolve_env(), server.sign_in_file
+            )
         try:
             env = child_environment(await self.resolve_env(), server.owner, __version__)
             command, args = config.command, config.args
@@ -528,11 +526,11 @@ class RunLoop:
             return
         server.note_error(f"generation {run.generation} {text}")
         child = run.child
-        if isinstance(child, RemoteChild) and child.needs_sign_in:
+        if child is not None and child.needs_sign_in:
             server.change_state(S.NEEDS_SIGN_IN, text)
             server.publish(EventKind.WARNINGS, f"{server.name} {text}", alert=AlertKind.SIGN_IN)
             return
-        unreachable = isinstance(child, RemoteChild) and child.unreachable
+        unreachable = child is not None and child.unreachable
         server.change_state(S.UNREACHABLE if unreachable else S.EXITED, text)
 
     async def finish(self, run: Run, child: Child, stderr_task: "asyncio.Future[None]") -> None:

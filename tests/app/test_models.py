@@ -9,10 +9,12 @@ are read back through ``data`` as a view would.
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QIcon
 from pytestqt.qtbot import QtBot
 
+from app.details import DetailsPane
 from app.icons import tray_icon
 from app.models import (
     SERIES_ROLE,
@@ -331,3 +333,27 @@ def test_the_servers_tab_says_whether_a_sandbox_is_enforced_and_by_what() -> Non
     column = ServersModel.column("sandbox")
     assert model.data(model.index(0, column)) == enforced
     assert model.data(model.index(1, column)) == "none"
+
+
+def test_the_details_of_a_remote_server_offer_its_sign_in(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        "app.details.start_sign_in", lambda name, config: started.append((name, config))
+    )
+    pane = DetailsPane(lambda name: None, lambda: "/home/me/config.json")
+    qtbot.addWidget(pane)
+    pane.show()
+
+    pane.show_server(server("local", ServerState.READY, pid=7))
+    assert not pane.sign_in.isVisible()
+    pane.show_server(
+        server("far", ServerState.NEEDS_SIGN_IN, remote=True, command="https://x.example/mcp")
+    )
+    assert pane.sign_in.isVisible()
+    assert "remote" in pane.facts.text() and "<b>URL</b>" in pane.command.text()
+    pane.sign_in.click()
+
+    assert started == [("far", "/home/me/config.json")]
+    assert "finish it in your browser" in pane.sign_in_note.text()

@@ -17,8 +17,8 @@ import pytest
 from core.base.states import ServerState
 from core.serving.service import TrayService
 from core.settings.paths import Paths
-from core.supervision.remote_auth import entry_of
 from core.supervision.server import ManagedServer
+from core.supervision.sign_in_store import entry_of
 from tests.conftest import wait_ready, wait_state
 from tests.support.fake_keyring import FileKeyring
 from tests.support.gateway_support import REPO, Services, bridge_env, http_client, text

@@ -20,9 +20,9 @@ from core.supervision.remote_auth import (
     EXPIRY_MARGIN_SECONDS,
     KeyringSignIn,
     LoopbackCallback,
-    entry_of,
     tray_provider,
 )
+from core.supervision.sign_in_store import entry_of
 from tests.support.fake_keyring import FileKeyring
 
 URL = "https://remote.example/mcp"
