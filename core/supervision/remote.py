@@ -112,7 +112,7 @@ class RemoteChild:
             raise BrokenPipeError(f"the session with {self.url} has ended: {self.end_text}")
         for line in data.splitlines():
             if line.strip():
-                self._spawn(self._post(json.loads(line)))
+                self._spawn(self._post(json.loads(line), line))
 
     def close_stdin(self) -> None:
         self._end("closed by mcp-tray")
@@ -157,14 +157,15 @@ class RemoteChild:
             headers[VERSION_HEADER] = self.protocol_version
         return headers
 
-    async def _post(self, message: dict[str, Any]) -> None:
+    async def _post(self, message: dict[str, Any], raw: bytes) -> None:
+        """``message`` (``raw``, as written: sent as it came) on a POST of its own."""
         request_id = message.get("id") if "method" in message else None
         if message.get("method") == "initialize":
             self._initialize_ids.add(request_id)
         had_session = self.session_id is not None
         try:
             async with self._client.stream(
-                "POST", self.url, content=json.dumps(message), headers=self._request_headers()
+                "POST", self.url, content=raw, headers=self._request_headers()
             ) as response:
                 named = response.headers.get(SESSION_HEADER)
                 if named and self.session_id is None and response.status_code < 300:
@@ -187,8 +188,8 @@ class RemoteChild:
                     return
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    async for data in _sse_data(response.aiter_lines()):
-                        self._feed(data)
+                    async for data in sse_message_bytes(response.aiter_bytes()):
+                        self._feed_bytes(data)
                 else:
                     body_bytes = await response.aread()
                     if body_bytes.strip():
@@ -230,6 +231,15 @@ class RemoteChild:
         except httpx2.TransportError as exc:
             self._note(f"the server's stream ended: {describe(exc)}")
 
+    def _feed_bytes(self, data: bytes) -> None:
+        """An SSE message's data: passed on as it came when it is one message on one line
+        and not the answer to initialize (whose protocol version is kept); else decoded."""
+        if self._initialize_ids or b"\n" in data or not data.startswith(b"{"):
+            self._feed(data.decode(errors="replace"))
+        elif not self.exited.done():
+            # The upstream session decodes it (a bad line is its junk, told as a child's).
+            self.stdout.feed_data(data + b"\n")
+
     def _feed(self, text: str) -> None:
         """One JSON-RPC message (or a batch) from the remote, to stdout as lines."""
         try:
@@ -243,6 +253,7 @@ class RemoteChild:
             if message.get("id") in self._initialize_ids and isinstance(
                 message.get("result"), dict
             ):
+                self._initialize_ids.discard(message.get("id"))
                 version = message["result"].get("protocolVersion")
                 if isinstance(version, str):
                     self.protocol_version = version
@@ -315,6 +326,35 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]
                 event = value
     if data:
         yield event, "\n".join(data)
+
+
+async def sse_message_bytes(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The data of each ``message`` event of an SSE stream, as bytes (the answers' path: no
+    text decoding of the whole stream, line by line, before the JSON is even looked at)."""
+    buffer = b""
+    data: list[bytes] = []
+    event = b"message"
+    async for chunk in chunks:
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:end].rstrip(b"\r"), buffer[end + 1 :]
+            if not line:
+                if data and event == b"message":
+                    yield b"\n".join(data)
+                data, event = [], b"message"
+            elif not line.startswith(b":"):
+                field, _, value = line.partition(b":")
+                value = value[1:] if value.startswith(b" ") else value
+                if field == b"data":
+                    data.append(value)
+                elif field == b"event":
+                    event = value
+    if buffer.strip():
+        field, _, value = buffer.rstrip(b"\r").partition(b":")
+        if field == b"data":
+            data.append(value[1:] if value.startswith(b" ") else value)
+    if data and event == b"message":
+        yield b"\n".join(data)
 
 
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:

@@ -10,7 +10,6 @@ there.
 """
 
 import asyncio
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -34,7 +33,7 @@ class LegacySseChild(RemoteChild):
         self._endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._spawn(self._stream())
 
-    async def _post(self, message: dict[str, Any]) -> None:
+    async def _post(self, message: dict[str, Any], raw: bytes) -> None:
         waited: list[asyncio.Future[Any]] = [self._endpoint, self.exited]
         await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if not self._endpoint.done() or self.exited.done():
@@ -43,7 +42,7 @@ class LegacySseChild(RemoteChild):
         try:
             response = await self._client.post(
                 self._endpoint.result(),
-                content=json.dumps(message),
+                content=raw,
                 headers={**self._headers, "content-type": "application/json"},
             )
         except httpx2.TransportError as exc:
