@@ -39,6 +39,7 @@ import httpx2
 from bench.harness.clients import ARGUMENTS, INITIALIZE, INITIALIZED, PROTOCOL_VERSION, TOOL
 from bench.harness.errors import BenchError
 from bench.harness.processes import sigterm_as_interrupt
+from bench.harness.records import Row, record
 from bench.harness.stats import Stats
 from bench.harness.tray import Tray
 from tests.support.remote_server import SERVER, Remote
@@ -167,7 +168,7 @@ async def measure(
 
 def report(
     direct: Leg, gateway: Leg, local: Leg, paired: list[float], inside_ms: float, era: str | None
-) -> None:
+) -> dict[str, float]:
     base, via = Stats.of(direct.samples), Stats.of(gateway.samples)
     floor = Stats.of(local.samples)
     print(f"remote latency, ms: echo tools/call to a loopback remote ({PROTOCOL_VERSION})")
@@ -198,6 +199,13 @@ def report(
     )
     verdict = "MET" if added <= TARGET_ADDED_P50_MS else "NOT MET"
     print(f"  target <= {TARGET_ADDED_P50_MS:g} ms p50 added: {verdict} ({added:+.3f} ms)")
+    return {
+        "direct_p50_ms": base.p50,
+        "gateway_p50_ms": via.p50,
+        "added_p50_ms": added,
+        "paired_added_ms": statistics.median(paired),
+        "local_p50_ms": floor.p50,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,13 +240,21 @@ def main(argv: list[str] | None = None) -> int:
             code = tray.stop()
             remote.stop()
         elapsed = time.perf_counter() - started
-    report(*figures)
+    found = report(*figures)
     if code not in (0, None):
         print(f"  note: the tray exited with {code} on SIGTERM (expected 0)")
-    print(
-        f"  ran {elapsed:.1f} s; reproduce: .venv/bin/python bench/remote_latency.py "
-        f"--calls {args.calls} --rounds {args.rounds} --warmup {args.warmup}"
+    command = (
+        f".venv/bin/python bench/remote_latency.py --calls {args.calls} --rounds {args.rounds} "
+        f"--warmup {args.warmup}"
     )
+    print(f"  ran {elapsed:.1f} s; reproduce: {command}")
+    row = Row(
+        "a remote's call through /mcp/NAME, added over calling it directly (loopback), p50",
+        f"<= {TARGET_ADDED_P50_MS:g} ms",
+        "{added_p50_ms:+.2f} ms ({gateway_p50_ms:.2f} vs {direct_p50_ms:.2f} ms; paired rounds "
+        "{paired_added_ms:+.2f}); a local stdio echo through the gateway: {local_p50_ms:.2f} ms",
+    )
+    record("remote_latency", command, found, [row])
     return 0
 
 
