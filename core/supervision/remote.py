@@ -194,20 +194,9 @@ class RemoteChild:
                     body_bytes = await response.aread()
                     if body_bytes.strip():
                         self._feed(body_bytes.decode())
-        except httpx2.TransportError as exc:
-            self.unreachable = not self.exited.done()
-            self._end(f"unreachable: {describe(exc)} ({self.url})")
-            return
-        except SignInRequired:
-            self.sign_in_needed("its sign-in ran out and could not be renewed")
-            return
-        except SecretStoreError as exc:
-            self.sign_in_needed(f"its sign-in could not be read ({exc})")
-            return
         except Exception as exc:
-            if not is_oauth_error(exc):
+            if not self.ended_by(exc):
                 raise
-            self.sign_in_needed(f"its sign-in failed ({exc})")
             return
         if self.session_id is not None and not self._listening and self.protocol_version:
             self._listening = True
@@ -274,6 +263,22 @@ class RemoteChild:
                 }
             )
         )
+
+    def ended_by(self, exc: Exception) -> bool:
+        """End the session for an exchange that raised ``exc``: the remote unreachable, or
+        a sign-in that cannot go on without the person. False: not such a failure."""
+        if isinstance(exc, httpx2.TransportError):
+            self.unreachable = not self.exited.done()
+            self._end(f"unreachable: {describe(exc)} ({self.url})")
+        elif isinstance(exc, SignInRequired):
+            self.sign_in_needed("its sign-in ran out and could not be renewed")
+        elif isinstance(exc, SecretStoreError):
+            self.sign_in_needed(f"its sign-in could not be read ({exc})")
+        elif is_oauth_error(exc):
+            self.sign_in_needed(f"its sign-in failed ({exc})")
+        else:
+            return False
+        return True
 
     def asks_sign_in(self, response: httpx2.Response) -> bool:
         challenge = response.headers.get("www-authenticate", "")

@@ -16,8 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2
 
-from core.base.errors import SecretStoreError, SignInRequired
-from core.supervision.remote import RemoteChild, describe, is_oauth_error, sse_events
+from core.supervision.remote import RemoteChild, sse_events
 
 
 class LegacySseChild(RemoteChild):
@@ -45,14 +44,9 @@ class LegacySseChild(RemoteChild):
                 content=raw,
                 headers={**self._headers, "content-type": "application/json"},
             )
-        except httpx2.TransportError as exc:
-            self.unreachable = not self.exited.done()
-            self._end(f"unreachable: {describe(exc)} ({self.url})")
-            return
         except Exception as exc:
-            if not isinstance(exc, SignInRequired | SecretStoreError) and not is_oauth_error(exc):
+            if not self.ended_by(exc):
                 raise
-            self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
             return
         if response.status_code >= 400:
             body = response.text[:200]
@@ -81,14 +75,9 @@ class LegacySseChild(RemoteChild):
                         self._take_endpoint(data)
                     elif event == "message":
                         self._feed(data)
-        except httpx2.TransportError as exc:
-            self.unreachable = not self.exited.done()
-            self._end(f"unreachable: {describe(exc)} ({self.url})")
-            return
         except Exception as exc:
-            if not isinstance(exc, SignInRequired | SecretStoreError) and not is_oauth_error(exc):
+            if not self.ended_by(exc):
                 raise
-            self.sign_in_needed(f"its sign-in could not be used or renewed ({exc})")
             return
         self._end(f"the remote closed its event stream, which ends the session ({self.url})")
 
