@@ -37,6 +37,7 @@ import httpx2
 
 from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import SecretStoreError, SignInRequired
+from core.supervision.child import MAX_LINE_BYTES
 
 #: The server's JSON-RPC error for a request it refused at the HTTP level.
 HTTP_REFUSED_CODE: Final = -32000
@@ -79,8 +80,9 @@ class RemoteChild:
         )
         loop = asyncio.get_running_loop()
         self.exited: asyncio.Future[int] = loop.create_future()
-        self.stdout = asyncio.StreamReader()
-        self.stderr = asyncio.StreamReader()
+        # A child's limit: an answer is one line, and a tool's result may be megabytes.
+        self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        self.stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         #: Why this session ended (None while it lives).
         self.end_text: str | None = None
         #: It ended because the remote could not be reached (not a refusal, not a stop).

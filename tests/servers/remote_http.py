@@ -24,6 +24,12 @@ def echo(text: str) -> str:
     return text
 
 
+@server.tool()
+def big(size: int) -> str:
+    """A result of ``size`` characters (a file read, a page fetched)."""
+    return "x" * size
+
+
 def keyed(app: Any, key: str) -> Any:
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and dict(scope["headers"]).get(b"x-api-key") != key.encode():

@@ -66,7 +66,9 @@ async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
 ) -> None:
     async with http_client(far, "far") as session:
         listed = await session.list_tools()
-        assert [tool.name for tool in listed.tools] == ["echo"]
+        assert [tool.name for tool in listed.tools] == ["echo", "big"]
+        # Megabytes in one answer, as a file read brings: one line of the session, whole.
+        assert len(text(await session.call_tool("big", {"size": 3_000_000}))) == 3_000_000
         assert text(await session.call_tool("echo", {"text": "far away"})) == "far away"
     async with sdk_client(far, "far") as client:  # the 2026-07-28 era to the gateway
         assert text(await client.call_tool("echo", {"text": "modern"})) == "modern"
@@ -78,7 +80,7 @@ async def test_a_remote_is_a_member_of_mcp_and_of_a_profile_and_of_the_bridge(
     for endpoint in ("", "@both"):
         async with http_client(far, endpoint) as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert {"far__echo", "echo__echo"} <= names
+            assert {"far__echo", "far__big", "echo__echo"} <= names
             result = await session.call_tool("far__echo", {"text": f"via {endpoint or '/mcp'}"})
             assert text(result) == f"via {endpoint or '/mcp'}"
     async with bridge_client(far.paths, "far") as session:
