@@ -46,7 +46,6 @@ from core.bridge.replies import lost as _lost
 from core.bridge.replies import never_sent as _never_sent
 from core.bridge.replies import result_reply as _result
 from core.bridge.replies import unless_stopping as _unless_stopping
-from core.bridge.sse import messages
 from core.protocol.eras import (
     METHOD_HEADER,
     NAME_BEARING_METHODS,
@@ -68,6 +67,7 @@ from core.protocol.jsonrpc import (
     valid_id,
 )
 from core.protocol.replay import replay_verdict, tool_annotations
+from core.protocol.sse import messages
 
 ACCEPT: Final = "application/json, text/event-stream"
 JSON_TYPE: Final = "application/json"

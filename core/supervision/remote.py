@@ -30,13 +30,14 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import httpx2
 
 from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import SecretStoreError, SignInRequired
+from core.protocol.sse import MESSAGE, events
 from core.supervision.child import MAX_LINE_BYTES
 
 #: The server's JSON-RPC error for a request it refused at the HTTP level.
@@ -190,8 +191,9 @@ class RemoteChild:
                     return
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    async for data in sse_message_bytes(response.aiter_bytes()):
-                        self._feed_bytes(data)
+                    async for name, data in events(response.aiter_bytes()):
+                        if name == MESSAGE:
+                            self._feed_bytes(data)
                 else:
                     body_bytes = await response.aread()
                     if body_bytes.strip():
@@ -217,15 +219,17 @@ class RemoteChild:
                         f"GET {response.status_code}: no stream of the server's own messages"
                     )
                     return
-                async for data in _sse_data(response.aiter_lines()):
-                    self._feed(data)
+                async for name, data in events(response.aiter_bytes()):
+                    if name == MESSAGE:
+                        self._feed_bytes(data)
         except httpx2.TransportError as exc:
             self._note(f"the server's stream ended: {describe(exc)}")
 
     def _feed_bytes(self, data: bytes) -> None:
-        """An SSE message's data: passed on as it came when it is one message on one line
-        and not the answer to initialize (whose protocol version is kept); else decoded."""
-        if self._initialize_ids or b"\n" in data or not data.startswith(b"{"):
+        """An SSE message's data (on one line, core.protocol.sse): passed on as it came when
+        it is one message and not the answer to initialize (whose protocol version is kept);
+        else decoded."""
+        if self._initialize_ids or not data.startswith(b"{"):
             self._feed(data.decode(errors="replace"))
         elif not self.exited.done():
             # The upstream session decodes it (a bad line is its junk, told as a child's).
@@ -311,64 +315,6 @@ def is_oauth_error(exc: BaseException) -> bool:
     a tray without one never imports the SDK)."""
     module = sys.modules.get("mcp.client.auth.exceptions")
     return module is not None and isinstance(exc, module.OAuthFlowError)
-
-
-async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """Each event of an SSE stream: its name ("message" unless named) and its data."""
-    data: list[str] = []
-    event = "message"
-    async for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            data, event = [], "message"
-        elif line.startswith(":"):
-            continue
-        else:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "data":
-                data.append(value)
-            elif field == "event":
-                event = value
-    if data:
-        yield event, "\n".join(data)
-
-
-async def sse_message_bytes(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The data of each ``message`` event of an SSE stream, as bytes (the answers' path: no
-    text decoding of the whole stream, line by line, before the JSON is even looked at)."""
-    buffer = b""
-    data: list[bytes] = []
-    event = b"message"
-    async for chunk in chunks:
-        buffer += chunk
-        while (end := buffer.find(b"\n")) >= 0:
-            line, buffer = buffer[:end].rstrip(b"\r"), buffer[end + 1 :]
-            if not line:
-                if data and event == b"message":
-                    yield b"\n".join(data)
-                data, event = [], b"message"
-            elif not line.startswith(b":"):
-                field, _, value = line.partition(b":")
-                value = value[1:] if value.startswith(b" ") else value
-                if field == b"data":
-                    data.append(value)
-                elif field == b"event":
-                    event = value
-    if buffer.strip():
-        field, _, value = buffer.rstrip(b"\r").partition(b":")
-        if field == b"data":
-            data.append(value[1:] if value.startswith(b" ") else value)
-    if data and event == b"message":
-        yield b"\n".join(data)
-
-
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The ``data`` of each ``message`` event of an SSE stream."""
-    async for event, data in sse_events(lines):
-        if event == "message":
-            yield data
 
 
 _REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (

@@ -16,7 +16,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2
 
-from core.supervision.remote import RemoteChild, sse_events
+from core.protocol.sse import MESSAGE, events
+from core.supervision.remote import RemoteChild
 
 
 class LegacySseChild(RemoteChild):
@@ -70,11 +71,11 @@ class LegacySseChild(RemoteChild):
                         f"{reason}{': ' + body if body else ''} ({self.url})"
                     )
                     return
-                async for event, data in sse_events(response.aiter_lines()):
-                    if event == "endpoint":
-                        self._take_endpoint(data)
-                    elif event == "message":
-                        self._feed(data)
+                async for name, data in events(response.aiter_bytes()):
+                    if name == b"endpoint":
+                        self._take_endpoint(data.decode(errors="replace"))
+                    elif name == MESSAGE:
+                        self._feed_bytes(data)
         except Exception as exc:
             if not self.ended_by(exc):
                 raise
