@@ -129,13 +129,9 @@ class CallPath:
         elif not server.wanted:
             refusal = ServerStopped(server.name)
         elif server.state is S.NEEDS_SIGN_IN:
-            run = server.current_run
-            reason = (run.exit_text if run is not None else None) or "needs sign-in"
-            refusal = SignInNeeded(server.name, reason)
+            refusal = SignInNeeded(server.name, self._ended_as("needs sign-in"))
         elif server.state is S.UNREACHABLE:
-            run = server.current_run
-            reason = (run.exit_text if run is not None else None) or "unreachable"
-            refusal = RemoteUnreachable(server.name, reason, server.retry_in)
+            refusal = RemoteUnreachable(server.name, self._ended_as("unreachable"), server.retry_in)
         else:
             admission = breaker.admit()
             if not admission.allowed:
@@ -178,6 +174,11 @@ class CallPath:
         server.routing.remember(method, params)
         server.call_done(method, started, ok=True)
         return result
+
+    def _ended_as(self, default: str) -> str:
+        """How the newest run ended (a remote's reason for its state), or ``default``."""
+        run = self._server.current_run
+        return (run.exit_text if run is not None else None) or default
 
     async def _deliver(
         self, method: str, params: Mapping[str, Any] | None, caller: Caller
