@@ -114,7 +114,8 @@ def read_client_servers(client: str, path: Path) -> dict[str, dict[str, Any]]:
 def _importable(client: str, name: str, entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if is_mcp_tray_entry(name, entry):
         return None, "already goes through mcp-tray"
-    if any(key in entry for key in _URL_KEYS) or entry.get("type") in REMOTE_TYPES:
+    kind = entry.get("type")
+    if any(key in entry for key in _URL_KEYS) or (isinstance(kind, str) and kind in REMOTE_TYPES):
         return _importable_remote(client, entry)
     command = entry.get("command")
     if not isinstance(command, str) or not command:

@@ -402,3 +402,13 @@ def test_a_local_entry_whose_env_secret_was_moved_is_already_there_on_the_next_i
     assert recorder.offered == {"gh.GH_TOKEN": SECRET}
     assert first.secrets_moved == ["gh GH_TOKEN"]
     assert second.duplicates == ["gh"] and second.renamed == []
+
+
+def test_a_type_that_is_not_text_does_not_make_an_entry_remote_nor_crash(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+
+    report, _ = run_import(config, {"odd": {"type": [], "command": "npx"}})
+
+    # A client's file is anyone's input: an unhashable "type" was a TypeError.
+    assert report.added == ["odd"]
+    assert written(config) == {"odd": {"command": "npx"}}
