@@ -35,6 +35,7 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx2
+import psutil
 
 from bench.harness.clients import ARGUMENTS, INITIALIZE, INITIALIZED, PROTOCOL_VERSION, TOOL
 from bench.harness.errors import BenchError
@@ -128,9 +129,10 @@ async def tray_metrics(http: httpx2.AsyncClient, tray: Tray) -> tuple[float, int
 
 async def measure(
     remote: Remote, tray: Tray, args: argparse.Namespace
-) -> tuple[Leg, Leg, Leg, list[float], float, str | None]:
+) -> tuple[Leg, Leg, Leg, list[float], float, float, str | None]:
     """Both paths' samples, the rounds' paired added medians (ms), the tray's call-path
-    mean (ms) and the era it speaks to the remote."""
+    mean (ms), the tray process's CPU time per gateway call (ms, every thread) and the era
+    it speaks to the remote."""
     bearer = {"authorization": f"Bearer {tray.token}"}
     direct = Leg("direct", remote.url, {})
     gateway = Leg("gateway", f"{tray.url}/mcp/{NAME}", bearer)
@@ -143,6 +145,9 @@ async def measure(
             for _ in range(args.warmup):
                 await path.call()
         inside, inside_calls = 0.0, 0
+        assert tray.process is not None
+        cpu = psutil.Process(tray.process.pid)
+        tray_cpu = 0.0
         paired: list[float] = []
         for round_no in range(args.rounds):
             size = args.calls // args.rounds + (round_no < args.calls % args.rounds)
@@ -150,8 +155,10 @@ async def measure(
             for path in (direct, gateway) if round_no % 2 == 0 else (gateway, direct):
                 if path is gateway:
                     before = await tray_metrics(scrape, tray)
+                    spent = sum(cpu.cpu_times()[:2])
                 taken = [await path.call() for _ in range(size)]
                 if path is gateway:
+                    tray_cpu += sum(cpu.cpu_times()[:2]) - spent
                     after = await tray_metrics(scrape, tray)
                     inside += after[0] - before[0]
                     inside_calls += after[1] - before[1]
@@ -160,14 +167,22 @@ async def measure(
             paired.append(medians["gateway"] - medians["direct"])
             local.samples += [await local.call() for _ in range(max(1, size // 4))]
         era = (await tray_metrics(scrape, tray))[2]
-        return direct, gateway, local, paired, inside / max(inside_calls, 1) * 1000.0, era
+        inside_ms = inside / max(inside_calls, 1) * 1000.0
+        cpu_ms = tray_cpu / len(gateway.samples) * 1000.0
+        return direct, gateway, local, paired, inside_ms, cpu_ms, era
     finally:
         for http in (direct.http, gateway.http, local.http, scrape):
             await http.aclose()
 
 
 def report(
-    direct: Leg, gateway: Leg, local: Leg, paired: list[float], inside_ms: float, era: str | None
+    direct: Leg,
+    gateway: Leg,
+    local: Leg,
+    paired: list[float],
+    inside_ms: float,
+    cpu_ms: float,
+    era: str | None,
 ) -> dict[str, float]:
     base, via = Stats.of(direct.samples), Stats.of(gateway.samples)
     floor = Stats.of(local.samples)
@@ -193,6 +208,7 @@ def report(
         f"of it (HTTP, auth, session, routing) {via.mean - inside_ms:.3f}; the call path is "
         f"{inside_ms - base.mean:+.3f} over the direct mean; the tray speaks {era or '?'} to far"
     )
+    print(f"  the tray's CPU time per gateway call (all its threads): {cpu_ms:.3f} ms")
     print(
         f"  for scale: the same call through the gateway to a local stdio echo: p50 "
         f"{floor.p50:.3f}, p95 {floor.p95:.3f} ({len(local.samples)} calls)"
@@ -205,6 +221,7 @@ def report(
         "added_p50_ms": added,
         "paired_added_ms": statistics.median(paired),
         "local_p50_ms": floor.p50,
+        "tray_cpu_per_call_ms": cpu_ms,
     }
 
 

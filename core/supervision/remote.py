@@ -36,9 +36,10 @@ from typing import Any, Final
 import httpx2
 
 from core.base.clock import SYSTEM_CLOCK, Clock
-from core.base.errors import SecretStoreError, SignInRequired
+from core.base.errors import HttpError, SecretStoreError, SignInRequired
 from core.protocol.sse import MESSAGE, events
 from core.supervision.child import MAX_LINE_BYTES
+from core.supervision.remote_wire import Reply, wire_for
 
 #: The server's JSON-RPC error for a request it refused at the HTTP level.
 HTTP_REFUSED_CODE: Final = -32000
@@ -73,12 +74,7 @@ class RemoteChild:
         #: A 401 asking for a bearer token means "sign in" only where the entry does not
         #: send credentials of its own (then it means they are wrong).
         self._own_credentials = any(k.lower() == "authorization" for k in self._headers)
-        self._client = httpx2.AsyncClient(
-            transport=transport,
-            timeout=httpx2.Timeout(None, connect=CONNECT_SECONDS),
-            follow_redirects=False,
-            auth=auth,
-        )
+        self._wire = wire_for(url, connect_seconds=CONNECT_SECONDS, transport=transport, auth=auth)
         loop = asyncio.get_running_loop()
         self.exited: asyncio.Future[int] = loop.create_future()
         # A child's limit: an answer is one line, and a tool's result may be megabytes.
@@ -125,10 +121,8 @@ class RemoteChild:
     ) -> None:
         """End the session: the remote is told (DELETE) when it named one."""
         if self.session_id is not None and not self.exited.done():
-            with contextlib.suppress(httpx2.HTTPError, TimeoutError):
-                await asyncio.wait_for(
-                    self._client.delete(self.url, headers=self._request_headers()), DELETE_SECONDS
-                )
+            with contextlib.suppress(httpx2.HTTPError, HttpError, TimeoutError):
+                await asyncio.wait_for(self._delete(), DELETE_SECONDS)
         self._end("stopped by mcp-tray")
         await self.end_group()
 
@@ -141,7 +135,11 @@ class RemoteChild:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self._client.aclose()
+        await self._wire.aclose()
+
+    async def _delete(self) -> None:
+        async with self._wire.request("DELETE", self.url, self._request_headers()) as reply:
+            await reply.read()
 
     # ------------------------------------------------------------------ the wire
 
@@ -167,35 +165,35 @@ class RemoteChild:
             self._initialize_ids.add(request_id)
         had_session = self.session_id is not None
         try:
-            async with self._client.stream(
-                "POST", self.url, content=raw, headers=self._request_headers()
+            async with self._wire.request(
+                "POST", self.url, self._request_headers(), raw
             ) as response:
                 named = response.headers.get(SESSION_HEADER)
-                if named and self.session_id is None and response.status_code < 300:
+                if named and self.session_id is None and response.status < 300:
                     # Only an accepted request opens a session: the SDK's server names
                     # one even on its 400 to a probe, and forgets it at once.
                     self.session_id = named
-                if response.status_code == 404 and had_session:
+                if response.status == 404 and had_session:
                     self._end(f"the remote ended the session (HTTP 404 from {self.url})")
                     return
-                if response.status_code == 401 and self.asks_sign_in(response):
+                if response.status == 401 and self.asks_sign_in(response):
                     self.sign_in_needed("it answered HTTP 401 and asks for a sign-in")
                     return
-                if response.status_code >= 400:
-                    body = (await response.aread()).decode(errors="replace")[:BODY_CHARS]
-                    self._note(f"POST {response.status_code}: {body}")
+                if response.status >= 400:
+                    body = (await response.read()).decode(errors="replace")[:BODY_CHARS]
+                    self._note(f"POST {response.status}: {body}")
                     if request_id is not None:
-                        self._refused(request_id, response.status_code, body)
+                        self._refused(request_id, response.status, body)
                     return
-                if response.status_code == 202:
+                if response.status == 202:
                     return
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    async for name, data in events(response.aiter_bytes()):
+                    async for name, data in events(response.chunks()):
                         if name == MESSAGE:
                             self._feed_bytes(data)
                 else:
-                    body_bytes = await response.aread()
+                    body_bytes = await response.read()
                     if body_bytes.strip():
                         self._feed(body_bytes.decode())
         except Exception as exc:
@@ -209,20 +207,18 @@ class RemoteChild:
     async def _listen(self) -> None:
         """What the server sends unasked, on a GET stream (405: it keeps none)."""
         try:
-            async with self._client.stream(
-                "GET", self.url, headers=self._request_headers("text/event-stream")
+            async with self._wire.request(
+                "GET", self.url, self._request_headers("text/event-stream")
             ) as response:
-                if response.status_code == 405:
+                if response.status == 405:
                     return
-                if response.status_code >= 400:
-                    self._note(
-                        f"GET {response.status_code}: no stream of the server's own messages"
-                    )
+                if response.status >= 400:
+                    self._note(f"GET {response.status}: no stream of the server's own messages")
                     return
-                async for name, data in events(response.aiter_bytes()):
+                async for name, data in events(response.chunks()):
                     if name == MESSAGE:
                         self._feed_bytes(data)
-        except httpx2.TransportError as exc:
+        except (httpx2.TransportError, HttpError) as exc:
             self._note(f"the server's stream ended: {describe(exc)}")
 
     def _feed_bytes(self, data: bytes) -> None:
@@ -273,7 +269,7 @@ class RemoteChild:
     def ended_by(self, exc: Exception) -> bool:
         """End the session for an exchange that raised ``exc``: the remote unreachable, or
         a sign-in that cannot go on without the person. False: not such a failure."""
-        if isinstance(exc, httpx2.TransportError):
+        if isinstance(exc, (httpx2.TransportError, HttpError)):
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
         elif isinstance(exc, SignInRequired):
@@ -286,7 +282,7 @@ class RemoteChild:
             return False
         return True
 
-    def asks_sign_in(self, response: httpx2.Response) -> bool:
+    def asks_sign_in(self, response: Reply) -> bool:
         challenge = response.headers.get("www-authenticate", "")
         return not self._own_credentials and challenge.lower().startswith("bearer")
 
@@ -325,9 +321,15 @@ _REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (
 )
 
 
-def describe(exc: httpx2.TransportError) -> str:
+def describe(exc: httpx2.TransportError | HttpError) -> str:
     """What failed, in words, with the library's own detail (refused, DNS, TLS...)."""
     detail = str(exc) or type(exc).__name__
+    if isinstance(exc, HttpError):
+        if exc.never_sent:
+            return f"could not connect: {detail.removeprefix('cannot connect to ')}"
+        if exc.unanswered:
+            return f"the server broke the HTTP exchange: {detail}"
+        return detail
     for kind, words in _REASONS:
         if isinstance(exc, kind):
             return f"{words}: {detail}"

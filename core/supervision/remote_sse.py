@@ -39,39 +39,37 @@ class LegacySseChild(RemoteChild):
         if not self._endpoint.done() or self.exited.done():
             return  # the session ended first: its end says why, and stdout is closed
         request_id = message.get("id") if "method" in message else None
+        headers = {**self._headers, "content-type": "application/json"}
         try:
-            response = await self._client.post(
-                self._endpoint.result(),
-                content=raw,
-                headers={**self._headers, "content-type": "application/json"},
-            )
+            async with self._wire.request("POST", self._endpoint.result(), headers, raw) as reply:
+                status, answer = reply.status, await reply.read()
         except Exception as exc:
             if not self.ended_by(exc):
                 raise
             return
-        if response.status_code >= 400:
-            body = response.text[:200]
-            self._note(f"POST {response.status_code}: {body}")
+        if status >= 400:
+            body = answer.decode(errors="replace")[:200]
+            self._note(f"POST {status}: {body}")
             if request_id is not None:
-                self._refused(request_id, response.status_code, body)
+                self._refused(request_id, status, body)
 
     async def _stream(self) -> None:
         try:
-            async with self._client.stream(
-                "GET", self.url, headers={**self._headers, "accept": "text/event-stream"}
+            async with self._wire.request(
+                "GET", self.url, {**self._headers, "accept": "text/event-stream"}
             ) as response:
-                if response.status_code == 401 and self.asks_sign_in(response):
+                if response.status == 401 and self.asks_sign_in(response):
                     self.sign_in_needed("it answered HTTP 401 and asks for a sign-in")
                     return
-                if response.status_code >= 400:
-                    body = (await response.aread()).decode(errors="replace")[:200].strip()
-                    reason = httpx2.codes.get_reason_phrase(response.status_code)
+                if response.status >= 400:
+                    body = (await response.read()).decode(errors="replace")[:200].strip()
+                    reason = httpx2.codes.get_reason_phrase(response.status)
                     self._end(
-                        f"the remote refused its event stream: HTTP {response.status_code} "
+                        f"the remote refused its event stream: HTTP {response.status} "
                         f"{reason}{': ' + body if body else ''} ({self.url})"
                     )
                     return
-                async for name, data in events(response.aiter_bytes()):
+                async for name, data in events(response.chunks()):
                     if name == b"endpoint":
                         self._take_endpoint(data.decode(errors="replace"))
                     elif name == MESSAGE:

@@ -1,15 +1,18 @@
-"""A minimal HTTP/1.1 client on asyncio streams, for the bridge's hop to the gateway.
+"""A minimal HTTP/1.1 client on asyncio streams: the bridge's hop to the gateway, and the
+tray's hop to a remote server (core.supervision.remote_wire).
 
-The bridge sits in front of every call a stdio-only client makes, so its
-hop must cost microseconds, not the ~2.6 ms of CPU a general HTTP client
-spends per request on a small machine (bench/gateway.py). It only ever
-talks to mcp-tray's own gateway on 127.0.0.1: keep-alive connections from a
-small pool, bodies by Content-Length or chunked, no redirects, no TLS.
+Both sit in front of every call they carry, so the hop must cost microseconds,
+not the CPU a general HTTP client spends per request on a small machine
+(~2.6 ms for the bridge, bench/gateway.py; ~40 % of the tray's own time on a
+remote call, bench/remote_latency.py). Keep-alive connections from a small
+pool, bodies by Content-Length or chunked, TLS where asked, no redirects, no
+proxies (a remote behind a proxy keeps the general client).
 """
 
 import asyncio
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,6 +26,10 @@ POOL_SIZE: Final = 8
 #: after 75 s, and one dropped just as a request goes out would lose it.
 MAX_IDLE_SECONDS: Final = 60.0
 MAX_HEADER_BYTES: Final = 64 * 1024
+#: How long connecting (and the TLS handshake) may take, by default.
+CONNECT_SECONDS: Final = 5.0
+#: Methods whose requests carry a body, so a Content-Length even when it is empty.
+_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 
 
 @dataclass
@@ -63,9 +70,9 @@ class Response:
                 while data := await reader.read(65536):
                     yield data
             self._done = True
-        except (asyncio.IncompleteReadError, ValueError, ConnectionError) as exc:
+        except (asyncio.IncompleteReadError, ValueError, OSError) as exc:
             self._keep_alive = False
-            raise HttpError(str(exc)) from None
+            raise HttpError(str(exc) or type(exc).__name__) from None
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -82,12 +89,36 @@ class Connection:
         self.idle_since = time.monotonic()
 
     @classmethod
-    async def open(cls, host: str, port: int) -> "Connection":
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+        seconds: float = CONNECT_SECONDS,
+    ) -> "Connection":
+        where = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEADER_BYTES * 16)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host,
+                    port,
+                    limit=MAX_HEADER_BYTES * 16,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                ),
+                seconds,
+            )
+        except TimeoutError:
+            raise HttpError(
+                f"cannot connect to {where}: no answer within {seconds:g} s", never_sent=True
+            ) from None
+        except ssl.SSLError as exc:
+            raise HttpError(
+                f"cannot connect to {where}: TLS failed: {exc.reason or exc}", never_sent=True
+            ) from None
         except OSError as exc:
             raise HttpError(
-                f"cannot connect to {host}:{port}: {exc.strerror or exc}", never_sent=True
+                f"cannot connect to {where}: {exc.strerror or exc}", never_sent=True
             ) from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -102,7 +133,8 @@ class Connection:
     ) -> Response:
         lines = [f"{method} {target} HTTP/1.1"]
         lines += [f"{key}: {value}" for key, value in headers.items()]
-        lines.append(f"content-length: {len(body)}")
+        if body or method in _WITH_BODY:
+            lines.append(f"content-length: {len(body)}")
         try:
             self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
             await self.writer.drain()
@@ -121,8 +153,9 @@ class Connection:
                 reply_headers[key.strip().lower()] = value.strip()
         except (ConnectionResetError, BrokenPipeError) as exc:
             raise HttpError(str(exc), unanswered=True) from None
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            raise HttpError(str(exc)) from None
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            # OSError: a TLS connection's failures too; ValueError: a head line past the limit.
+            raise HttpError(str(exc) or type(exc).__name__) from None
         length = reply_headers.get("content-length")
         try:
             response = Response(int(parts[1]), reply_headers, self)
@@ -143,17 +176,22 @@ class Connection:
 class Pool:
     """Keep-alive connections to one host:port; concurrent requests get their own."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
+        self.tls = tls
+        # An IPv6 address is bracketed in the Host header (RFC 9110 §7.2).
+        self._authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._idle: list[Connection] = []
 
     @contextlib.asynccontextmanager
     async def request(
         self, method: str, target: str, headers: dict[str, str], body: bytes = b""
     ) -> AsyncIterator[Response]:
-        headers = {"host": f"{self.host}:{self.port}", **headers}
-        connection = await self._idle_connection() or await Connection.open(self.host, self.port)
+        headers = {"host": self._authority, **headers}
+        connection = await self._idle_connection() or await Connection.open(
+            self.host, self.port, self.tls
+        )
         try:
             response = await connection.send(method, target, headers, body)
         except BaseException:

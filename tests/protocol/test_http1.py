@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from core.base.errors import HttpError
-from core.bridge.http1 import POOL_SIZE, Pool
+from core.protocol.http1 import POOL_SIZE, Pool
 from tests.conftest import wait_until
 from tests.support.http_fakes import Answer, RawServer, Request, answering, send, unused_port
 
