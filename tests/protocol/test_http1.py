@@ -147,6 +147,16 @@ async def test_a_body_without_length_is_read_to_the_close_and_its_connection_not
         assert server.accepted == 2
 
 
+async def test_a_request_without_a_body_carries_a_length_only_where_its_method_has_one() -> None:
+    async with serving() as (server, pool):
+        for method in ("GET", "DELETE", "POST"):
+            async with pool.request(method, "/mcp", {}) as response:
+                await asyncio.wait_for(response.read(), PROMPT)
+    get, delete, post = (r.headers for r in server.requests)
+    assert "content-length" not in get and "content-length" not in delete
+    assert post["content-length"] == "0"
+
+
 # --------------------------------------------------------- keep-alive
 
 

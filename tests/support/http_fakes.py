@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,8 +68,9 @@ class RawServer:
         self._server: asyncio.Server | None = None
         self.port = 0
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
+        """Listen on ``host`` port 0 (over TLS with ``tls``)."""
+        self._server = await asyncio.start_server(self._serve, host, 0, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def aclose(self) -> None:
@@ -104,8 +106,8 @@ class RawServer:
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
+            except (asyncio.IncompleteReadError, OSError):
+                return  # OSError: a TLS client that gave up on the handshake, too
             request_line, *header_lines = head.decode("latin-1").split("\r\n")[:-2]
             method, target, _ = request_line.split(" ", 2)
             headers = {}
