@@ -34,7 +34,6 @@ from urllib.parse import urlsplit
 
 from core.base.errors import Gone as _Gone
 from core.base.errors import HttpError, InstanceError
-from core.protocol.http1 import Connection, Pool, Response
 
 # The relay's own names for them, kept short: they are on most lines below.
 from core.bridge.replies import NOT_THERE, answered_id, given_up
@@ -58,6 +57,7 @@ from core.protocol.headers import (
     SEQUENCE_HEADER,
     SESSION_HEADER,
 )
+from core.protocol.http1 import Connection, Pool, Response
 from core.protocol.jsonrpc import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     answerable,
