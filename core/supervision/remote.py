@@ -111,7 +111,7 @@ class RemoteChild:
             raise BrokenPipeError(f"the session with {self.url} has ended: {self.end_text}")
         for line in data.splitlines():
             if line.strip():
-                self._spawn(self._post(json.loads(line), line))
+                self._spawn(self._post(line))
 
     def close_stdin(self) -> None:
         self._end("closed by mcp-tray")
@@ -158,11 +158,12 @@ class RemoteChild:
             headers[VERSION_HEADER] = self.protocol_version
         return headers
 
-    async def _post(self, message: dict[str, Any], raw: bytes) -> None:
-        """``message`` (``raw``, as written: sent as it came) on a POST of its own."""
-        request_id = message.get("id") if "method" in message else None
-        if message.get("method") == "initialize":
-            self._initialize_ids.add(request_id)
+    async def _post(self, raw: bytes) -> None:
+        """A message, as written (sent as it came), on a POST of its own."""
+        # Read only for an initialize (its answer's version is kept) or a refusal (its
+        # error names the id): a call goes out without being decoded here once more.
+        if b'"initialize"' in raw and (message := json.loads(raw)).get("method") == "initialize":
+            self._initialize_ids.add(message.get("id"))
         had_session = self.session_id is not None
         try:
             async with self._wire.request(
@@ -182,8 +183,7 @@ class RemoteChild:
                 if response.status >= 400:
                     body = (await response.read()).decode(errors="replace")[:BODY_CHARS]
                     self._note(f"POST {response.status}: {body}")
-                    if request_id is not None:
-                        self._refused(request_id, response.status, body)
+                    self._refused(raw, response.status, body)
                     return
                 if response.status == 202:
                     return
@@ -251,7 +251,15 @@ class RemoteChild:
             if not self.exited.done():
                 self.stdout.feed_data(json.dumps(message).encode() + b"\n")
 
-    def _refused(self, request_id: Any, status: int, body: str) -> None:
+    def _refused(self, raw: bytes, status: int, body: str) -> None:
+        """The request ``raw`` refused at the HTTP level, answered as its JSON-RPC error (a
+        notification or a response has no one to answer)."""
+        message = json.loads(raw)
+        if not isinstance(message, dict) or "method" not in message:
+            return
+        request_id = message.get("id")
+        if request_id is None:
+            return
         reason = httpx2.codes.get_reason_phrase(status)
         text = f"{self.url} answered HTTP {status} {reason}".rstrip()
         if body.strip():
@@ -327,9 +335,8 @@ def describe(exc: httpx2.TransportError | HttpError) -> str:
     if isinstance(exc, HttpError):
         if exc.never_sent:
             return f"could not connect: {detail.removeprefix('cannot connect to ')}"
-        if exc.unanswered:
-            return f"the server broke the HTTP exchange: {detail}"
-        return detail
+        # Cut off mid-exchange: before a reply, or inside one.
+        return f"the server broke the HTTP exchange: {detail}"
     for kind, words in _REASONS:
         if isinstance(exc, kind):
             return f"{words}: {detail}"

@@ -33,12 +33,11 @@ class LegacySseChild(RemoteChild):
         self._endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._spawn(self._stream())
 
-    async def _post(self, message: dict[str, Any], raw: bytes) -> None:
+    async def _post(self, raw: bytes) -> None:
         waited: list[asyncio.Future[Any]] = [self._endpoint, self.exited]
         await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if not self._endpoint.done() or self.exited.done():
             return  # the session ended first: its end says why, and stdout is closed
-        request_id = message.get("id") if "method" in message else None
         headers = {**self._headers, "content-type": "application/json"}
         try:
             async with self._wire.request("POST", self._endpoint.result(), headers, raw) as reply:
@@ -50,8 +49,7 @@ class LegacySseChild(RemoteChild):
         if status >= 400:
             body = answer.decode(errors="replace")[:200]
             self._note(f"POST {status}: {body}")
-            if request_id is not None:
-                self._refused(request_id, status, body)
+            self._refused(raw, status, body)
 
     async def _stream(self) -> None:
         try:

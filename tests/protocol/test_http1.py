@@ -214,6 +214,26 @@ async def test_an_idle_connection_the_server_closed_is_left_for_a_fresh_one() ->
         assert [(r.body, r.connection) for r in server.requests] == [(b"one", 0), (b"two", 1)]
 
 
+async def test_a_drop_the_loop_has_not_read_yet_is_seen_on_the_socket_itself() -> None:
+    """The check asks the socket, not the loop: with the kept connection's reading paused,
+    its EOF reaches no reader, and the next request still goes on a fresh connection."""
+
+    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
+        await send(writer, reply_bytes(body=b"reply to " + request.body))
+        return request.connection != 0
+
+    async with serving(answer) as (server, pool):
+        assert await fetch(pool, b"one") == (200, b"reply to one")
+        (kept,) = pool._idle
+        kept.writer.transport.pause_reading()
+        await wait_until(lambda: server.closed == 1, timeout=PROMPT, what="the idle drop")
+        assert not kept.reader.at_eof()
+
+        assert await fetch(pool, b"two") == (200, b"reply to two")
+
+        assert [(r.body, r.connection) for r in server.requests] == [(b"one", 0), (b"two", 1)]
+
+
 async def test_a_fresh_connection_closed_without_a_reply_is_an_error_and_not_retried() -> None:
     async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
         return False  # read the request, then hang up
