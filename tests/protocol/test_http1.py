@@ -225,7 +225,9 @@ async def test_a_drop_the_loop_has_not_read_yet_is_seen_on_the_socket_itself() -
     async with serving(answer) as (server, pool):
         assert await fetch(pool, b"one") == (200, b"reply to one")
         (kept,) = pool._idle
-        kept.writer.transport.pause_reading()
+        transport = kept.writer.transport
+        assert isinstance(transport, asyncio.ReadTransport)
+        transport.pause_reading()
         await wait_until(lambda: server.closed == 1, timeout=PROMPT, what="the idle drop")
         assert not kept.reader.at_eof()
 

@@ -10,10 +10,13 @@ HTTP+SSE transport (GET /sse, POST /messages/) instead.
 
 import argparse
 import socket
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent
+from pydantic import BaseModel
 
 server = MCPServer("remote-echo")
 
@@ -28,6 +31,34 @@ def echo(text: str) -> str:
 def big(size: int) -> str:
     """A result of ``size`` characters (a file read, a page fetched)."""
     return "x" * size
+
+
+def _sample(question: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        max_tokens=50,
+    )
+
+
+class Verdict(BaseModel):
+    ok: bool
+
+
+def _confirm(question: str) -> Elicit[Verdict]:
+    return Elicit(question, Verdict)
+
+
+@server.tool()
+async def ask(question: str, answer: Annotated[CreateMessageResult, Resolve(_sample)]) -> str:
+    """Ask the client's model (sampling): the remote's own request, on the call's stream."""
+    content = answer.content
+    return content.text if isinstance(content, TextContent) else str(content)
+
+
+@server.tool()
+async def confirm(question: str, verdict: Annotated[Verdict, Resolve(_confirm)]) -> str:
+    """Ask the user (elicitation) a yes/no question."""
+    return "confirmed" if verdict.ok else "declined"
 
 
 def keyed(app: Any, key: str) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.types import CreateMessageResult, ElicitResult, TextContent
 
 from core.base.states import ServerState
 from core.serving.service import TrayService
@@ -66,12 +67,38 @@ async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
 ) -> None:
     async with http_client(far, "far") as session:
         listed = await session.list_tools()
-        assert [tool.name for tool in listed.tools] == ["echo", "big"]
+        assert [tool.name for tool in listed.tools] == ["echo", "big", "ask", "confirm"]
         # Megabytes in one answer, as a file read brings: one line of the session, whole.
         assert len(text(await session.call_tool("big", {"size": 3_000_000}))) == 3_000_000
         assert text(await session.call_tool("echo", {"text": "far away"})) == "far away"
     async with sdk_client(far, "far") as client:  # the 2026-07-28 era to the gateway
         assert text(await client.call_tool("echo", {"text": "modern"})) == "modern"
+
+
+async def model(context: Any, params: Any) -> CreateMessageResult:
+    question = params.messages[0].content.text
+    return CreateMessageResult(
+        role="assistant", content=TextContent(type="text", text=f"model says {question}"), model="m"
+    )
+
+
+async def person(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"ok": True})
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_remotes_own_sampling_and_elicitation_reach_the_client_that_called(
+    far: TrayService,
+) -> None:
+    """The remote asks on its call's stream; the tray hands it to that client, in its era,
+    and posts the answer back to the remote."""
+    callbacks: dict[str, Any] = {"sampling_callback": model, "elicitation_callback": person}
+    async with http_client(far, "far", **callbacks) as session:
+        assert text(await session.call_tool("ask", {"question": "42?"})) == "model says 42?"
+        assert text(await session.call_tool("confirm", {"question": "ok?"})) == "confirmed"
+    async with sdk_client(far, "far", **callbacks) as client:  # 2026-07-28: input_required
+        assert text(await client.call_tool("ask", {"question": "new?"})) == "model says new?"
+        assert text(await client.call_tool("confirm", {"question": "ok?"})) == "confirmed"
 
 
 async def test_a_remote_is_a_member_of_mcp_and_of_a_profile_and_of_the_bridge(
