@@ -1,4 +1,5 @@
-"""The gateway's listening socket options, per OS.
+"""Socket matters that differ per OS: the gateway's listening options, and asking a socket
+whether it has input without waiting (``has_input``).
 
 Address reuse means opposite things on POSIX and Windows (Microsoft,
 "Using SO_REUSEADDR and SO_EXCLUSIVEADDRUSE"):
@@ -17,6 +18,7 @@ Address reuse means opposite things on POSIX and Windows (Microsoft,
   POSIX only for the same reason.
 """
 
+import select
 import socket
 import sys
 from typing import Final, Protocol
@@ -44,3 +46,14 @@ class Settable(Protocol):
 def apply_listening_options(sock: Settable, system: str = sys.platform) -> None:
     for level, option, value in listening_options(system):
         sock.setsockopt(level, option, value)
+
+
+def has_input(fd: int) -> bool:
+    """Whether a socket has something to read now (data, or its peer's EOF), asked without
+    waiting. ``select`` takes a socket on every system, Windows included; an fd it cannot
+    look at (closed meanwhile) counts as having input, so its caller drops it."""
+    try:
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)

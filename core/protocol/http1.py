@@ -11,7 +11,6 @@ proxies (a remote behind a proxy keeps the general client).
 
 import asyncio
 import contextlib
-import select
 import socket
 import ssl
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from core.base.errors import HttpError
+from core.platform.sockets import has_input
 
 #: Idle keep-alive connections kept for reuse.
 POOL_SIZE: Final = 8
@@ -136,11 +136,7 @@ class Connection:
         sock = self.writer.get_extra_info("socket")
         if sock is None:
             return True
-        try:
-            readable, _, _ = select.select([sock.fileno()], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
+        return has_input(sock.fileno())
 
     async def send(
         self, method: str, target: str, headers: dict[str, str], body: bytes = b""
