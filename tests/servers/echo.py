@@ -37,12 +37,10 @@ if state_file:
     else:
         Path(state_file).write_text(str(os.getpid()))
 
-from typing import Annotated  # noqa: E402
 
+from asking import add_asking_tools  # noqa: E402
 from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
-from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample  # noqa: E402
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
 
 server = MCPServer("echo")
 print(f"echo: started pid {os.getpid()}", file=sys.stderr, flush=True)
@@ -119,35 +117,7 @@ def getenv(name: str) -> str:
     return os.environ.get(name, "")
 
 
-def _sample(question: str) -> Sample:
-    return Sample(
-        [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
-        max_tokens=50,
-    )
-
-
-class Verdict(BaseModel):
-    ok: bool
-
-
-def _confirm(question: str) -> Elicit[Verdict]:
-    return Elicit(question, Verdict)
-
-
-# Resolvers ask the client in whichever era this connection speaks: a
-# server->client request mid-call (handshake era), or an input_required
-# result the client answers by retrying (2026-07-28).
-@server.tool()
-async def ask(question: str, answer: Annotated[CreateMessageResult, Resolve(_sample)]) -> str:
-    """Ask the client's model (sampling) and return its answer."""
-    content = answer.content
-    return content.text if isinstance(content, TextContent) else str(content)
-
-
-@server.tool()
-async def confirm(question: str, verdict: Annotated[Verdict, Resolve(_confirm)]) -> str:
-    """Ask the user (elicitation) a yes/no question."""
-    return "confirmed" if verdict.ok else "declined"
+add_asking_tools(server)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

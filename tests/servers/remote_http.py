@@ -10,13 +10,11 @@ HTTP+SSE transport (GET /sse, POST /messages/) instead.
 
 import argparse
 import socket
-from typing import Annotated, Any
+from typing import Any
 
 import uvicorn
+from asking import add_asking_tools
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent
-from pydantic import BaseModel
 
 server = MCPServer("remote-echo")
 
@@ -33,32 +31,7 @@ def big(size: int) -> str:
     return "x" * size
 
 
-def _sample(question: str) -> Sample:
-    return Sample(
-        [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
-        max_tokens=50,
-    )
-
-
-class Verdict(BaseModel):
-    ok: bool
-
-
-def _confirm(question: str) -> Elicit[Verdict]:
-    return Elicit(question, Verdict)
-
-
-@server.tool()
-async def ask(question: str, answer: Annotated[CreateMessageResult, Resolve(_sample)]) -> str:
-    """Ask the client's model (sampling): the remote's own request, on the call's stream."""
-    content = answer.content
-    return content.text if isinstance(content, TextContent) else str(content)
-
-
-@server.tool()
-async def confirm(question: str, verdict: Annotated[Verdict, Resolve(_confirm)]) -> str:
-    """Ask the user (elicitation) a yes/no question."""
-    return "confirmed" if verdict.ok else "declined"
+add_asking_tools(server)
 
 
 def keyed(app: Any, key: str) -> Any:
