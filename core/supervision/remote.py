@@ -162,8 +162,10 @@ class RemoteChild:
         """A message, as written (sent as it came), on a POST of its own."""
         # Read only for an initialize (its answer's version is kept) or a refusal (its
         # error names the id): a call goes out without being decoded here once more.
-        if b'"initialize"' in raw and (message := json.loads(raw)).get("method") == "initialize":
-            self._initialize_ids.add(message.get("id"))
+        if b'"initialize"' in raw:
+            message = json.loads(raw)
+            if isinstance(message, dict) and message.get("method") == "initialize":
+                self._initialize_ids.add(message.get("id"))
         had_session = self.session_id is not None
         try:
             async with self._wire.request(
