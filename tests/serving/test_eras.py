@@ -26,11 +26,18 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.types import CreateMessageResult, ElicitResult, InputRequiredResult, TextContent
+from mcp.types import CreateMessageResult, InputRequiredResult, TextContent
 
 from core.serving.service import TrayService
 from tests.conftest import ECHO, SERVERS, kill_hard, python_server, wait_ready
-from tests.support.gateway_support import Services, sdk_bridge, sdk_client, text
+from tests.support.gateway_support import (
+    Services,
+    elicitation,
+    sampling,
+    sdk_bridge,
+    sdk_client,
+    text,
+)
 
 LEGACY = SERVERS / "legacy_2024.py"
 MODERN_ENVELOPE = {
@@ -41,17 +48,6 @@ MODERN_ENVELOPE = {
 # The SDK warns that sampling and elicitation are deprecated at 2026-07-28:
 # these tests are about exactly that crossing.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
-
-
-async def sampling(context: Any, params: Any) -> CreateMessageResult:
-    question = params.messages[0].content.text
-    return CreateMessageResult(
-        role="assistant", content=TextContent(type="text", text=f"model says {question}"), model="m"
-    )
-
-
-async def elicitation(context: Any, params: Any) -> ElicitResult:
-    return ElicitResult(action="accept", content={"ok": True})
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.types import CreateMessageResult, ElicitResult, TextContent
 
 from core.base.states import ServerState
 from core.serving.service import TrayService
@@ -21,8 +20,10 @@ from tests.support.fake_keyring import FileKeyring
 from tests.support.gateway_support import (
     Services,
     bridge_client,
+    elicitation,
     http_client,
     journaled,
+    sampling,
     sdk_bridge,
     sdk_client,
     text,
@@ -75,24 +76,13 @@ async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
         assert text(await client.call_tool("echo", {"text": "modern"})) == "modern"
 
 
-async def model(context: Any, params: Any) -> CreateMessageResult:
-    question = params.messages[0].content.text
-    return CreateMessageResult(
-        role="assistant", content=TextContent(type="text", text=f"model says {question}"), model="m"
-    )
-
-
-async def person(context: Any, params: Any) -> ElicitResult:
-    return ElicitResult(action="accept", content={"ok": True})
-
-
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 async def test_a_remotes_own_sampling_and_elicitation_reach_the_client_that_called(
     far: TrayService,
 ) -> None:
     """The remote asks on its call's stream; the tray hands it to that client, in its era,
     and posts the answer back to the remote."""
-    callbacks: dict[str, Any] = {"sampling_callback": model, "elicitation_callback": person}
+    callbacks: dict[str, Any] = {"sampling_callback": sampling, "elicitation_callback": elicitation}
     async with http_client(far, "far", **callbacks) as session:
         assert text(await session.call_tool("ask", {"question": "42?"})) == "model says 42?"
         assert text(await session.call_tool("confirm", {"question": "ok?"})) == "confirmed"

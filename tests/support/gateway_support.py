@@ -15,6 +15,7 @@ import keyring
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CreateMessageResult, ElicitResult
 from mcp_types import TextContent
 
 from core.base.envvars import AUTOSTART_ENV
@@ -335,3 +336,16 @@ async def journaled(
 
     record: dict[str, Any] = await wait_until(found, timeout=10, what=f"a record for {wanted}")
     return record
+
+
+async def sampling(context: Any, params: Any) -> CreateMessageResult:
+    """A client's model that answers "model says QUESTION" (a sampling callback)."""
+    question = params.messages[0].content.text
+    return CreateMessageResult(
+        role="assistant", content=TextContent(type="text", text=f"model says {question}"), model="m"
+    )
+
+
+async def elicitation(context: Any, params: Any) -> ElicitResult:
+    """A person who accepts (an elicitation callback)."""
+    return ElicitResult(action="accept", content={"ok": True})
