@@ -24,7 +24,8 @@ from core.platform.sockets import has_input
 #: Idle keep-alive connections kept for reuse.
 POOL_SIZE: Final = 8
 #: A connection idle this long is not reused: the tray's server drops them
-#: after 75 s, and one dropped just as a request goes out would lose it.
+#: after 75 s, and one dropped just as a request goes out would lose it (a
+#: remote that drops them sooner is seen by ``Connection.stale``).
 MAX_IDLE_SECONDS: Final = 60.0
 MAX_HEADER_BYTES: Final = 64 * 1024
 #: How long connecting (and the TLS handshake) may take, by default.

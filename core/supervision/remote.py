@@ -39,7 +39,7 @@ from core.base.clock import SYSTEM_CLOCK, Clock
 from core.base.errors import HttpError, SecretStoreError, SignInRequired
 from core.protocol.sse import MESSAGE, events
 from core.supervision.child import MAX_LINE_BYTES
-from core.supervision.remote_wire import Reply, wire_for
+from core.supervision.remote_wire import WIRE_FAILURES, Reply, WireFailure, wire_for
 
 #: The server's JSON-RPC error for a request it refused at the HTTP level.
 HTTP_REFUSED_CODE: Final = -32000
@@ -220,7 +220,7 @@ class RemoteChild:
                 async for name, data in events(response.chunks()):
                     if name == MESSAGE:
                         self._feed_bytes(data)
-        except (httpx2.TransportError, HttpError) as exc:
+        except WIRE_FAILURES as exc:
             self._note(f"the server's stream ended: {describe(exc)}")
 
     def _feed_bytes(self, data: bytes) -> None:
@@ -279,7 +279,7 @@ class RemoteChild:
     def ended_by(self, exc: Exception) -> bool:
         """End the session for an exchange that raised ``exc``: the remote unreachable, or
         a sign-in that cannot go on without the person. False: not such a failure."""
-        if isinstance(exc, (httpx2.TransportError, HttpError)):
+        if isinstance(exc, WIRE_FAILURES):
             self.unreachable = not self.exited.done()
             self._end(f"unreachable: {describe(exc)} ({self.url})")
         elif isinstance(exc, SignInRequired):
@@ -331,7 +331,7 @@ _REASONS: Final[tuple[tuple[type[httpx2.TransportError], str], ...]] = (
 )
 
 
-def describe(exc: httpx2.TransportError | HttpError) -> str:
+def describe(exc: WireFailure) -> str:
     """What failed, in words, with the library's own detail (refused, DNS, TLS...)."""
     detail = str(exc) or type(exc).__name__
     if isinstance(exc, HttpError):

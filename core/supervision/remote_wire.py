@@ -29,7 +29,13 @@ from urllib.parse import urlsplit
 import httpx2
 
 from core import __version__
+from core.base.errors import HttpError
 from core.protocol.http1 import Pool
+
+#: A failure of either wire to reach the remote or to finish an exchange with it (the lean
+#: one's ``HttpError``, httpx2's ``TransportError``): the session takes it for "unreachable".
+WIRE_FAILURES: Final = (httpx2.TransportError, HttpError)
+WireFailure = httpx2.TransportError | HttpError
 
 #: What the lean client tells a server it is (some front ends refuse a request without one).
 USER_AGENT: Final = f"mcp-tray/{__version__}"
