@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx2
 
 from core.protocol.sse import MESSAGE, events
-from core.supervision.remote import RemoteChild
+from core.supervision.remote import BODY_CHARS, RemoteChild
 
 
 class LegacySseChild(RemoteChild):
@@ -47,7 +47,7 @@ class LegacySseChild(RemoteChild):
                 raise
             return
         if status >= 400:
-            body = answer.decode(errors="replace")[:200]
+            body = answer.decode(errors="replace")[:BODY_CHARS]
             self._note(f"POST {status}: {body}")
             self._refused(raw, status, body)
 
@@ -60,7 +60,7 @@ class LegacySseChild(RemoteChild):
                     self.sign_in_needed("it answered HTTP 401 and asks for a sign-in")
                     return
                 if response.status >= 400:
-                    body = (await response.read()).decode(errors="replace")[:200].strip()
+                    body = (await response.read()).decode(errors="replace")[:BODY_CHARS].strip()
                     reason = httpx2.codes.get_reason_phrase(response.status)
                     self._end(
                         f"the remote refused its event stream: HTTP {response.status} "
