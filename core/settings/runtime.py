@@ -5,6 +5,13 @@ whole life (core.platform.files: flock, or msvcrt on Windows), so a crash
 releases it; ``state/runtime.json`` tells the CLI
 where the local API listens. A runtime file whose lock nobody holds is stale
 (the tray died) and is treated as "not running".
+
+Neither flock nor msvcrt can test a lock without taking it, so whoever asks
+"is a tray running?" holds the lock for a moment. A tray starting in that
+moment, or a second asker, finds it taken by nobody that stays. Both sides
+therefore look again for a short while before believing a lock is held
+(five bridges polling at once made a starting tray give up as "already
+running", and a second tray was started).
 """
 
 import contextlib
@@ -12,9 +19,12 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, Final
+
+import psutil
 
 from core import __version__
 from core.base.errors import AlreadyRunning, NotRunning
@@ -24,6 +34,14 @@ from core.settings.paths import Paths
 #: The warning family of a gateway that could not listen on its configured
 #: port and fell back to another (the Warnings tab, /api/v1/warnings, doctor).
 PORT_TAKEN_FAMILY: Final = "port-taken"
+#: How long a starting instance keeps trying a taken lock: an asker holds it
+#: for microseconds, a running instance for ever.
+ACQUIRE_GRACE_SECONDS: Final = 1.0
+#: How long an asker keeps trying a lock held with nothing published (another
+#: asker, or a tray between taking it and publishing).
+PROBE_GRACE_SECONDS: Final = 0.1
+#: The pause between two tries.
+RETRY_SECONDS: Final = 0.002
 
 
 @dataclass(frozen=True)
@@ -71,10 +89,10 @@ class Instance:
         self._lock_handle: IO[str] | None = lock_handle
 
     @classmethod
-    def acquire(cls, paths: Paths) -> "Instance":
+    def acquire(cls, paths: Paths, grace: float = ACQUIRE_GRACE_SECONDS) -> "Instance":
         paths.ensure()
         handle = open_private(paths.lock_file, "a+")
-        if not try_lock(handle):
+        if not _retry(lambda: try_lock(handle), grace):
             handle.close()
             info = _read_info(paths)
             raise AlreadyRunning(
@@ -122,26 +140,46 @@ def running_instance(paths: Paths) -> RuntimeInfo:
     info = _read_info(paths)
     if info is None:
         raise NotRunning(paths.state_dir)
-    if not _lock_held(paths.lock_file):
+    if not _lock_held(paths):
         raise NotRunning(paths.state_dir, f"stale runtime file from pid {info.pid}")
     return info
 
 
-def instance_held(paths: Paths) -> bool:
+def instance_held(paths: Paths, grace: float = PROBE_GRACE_SECONDS) -> bool:
     """Some process holds the instance lock: a tray runs, or is starting."""
-    return _lock_held(paths.lock_file)
+    return _lock_held(paths, grace)
 
 
-def _lock_held(lock: Path) -> bool:
+def _lock_held(paths: Paths, grace: float = PROBE_GRACE_SECONDS) -> bool:
     try:
-        handle = open_private(lock, "a+")
+        handle = open_private(paths.lock_file, "a+")
     except OSError:
         return False
     with handle:
-        if not try_lock(handle):
-            return True
-        unlock(handle)
-        return False
+        deadline = time.monotonic() + grace
+        while True:
+            if try_lock(handle):
+                unlock(handle)
+                return False
+            # A live tray's published file: held for sure, answered at once.
+            if _published_by_a_live_process(paths) or time.monotonic() >= deadline:
+                return True
+            time.sleep(RETRY_SECONDS)
+
+
+def _published_by_a_live_process(paths: Paths) -> bool:
+    info = _read_info(paths)
+    return info is not None and psutil.pid_exists(info.pid)
+
+
+def _retry(attempt: Callable[[], bool], grace: float) -> bool:
+    """``attempt`` until it holds, for up to ``grace`` seconds; whether it did."""
+    deadline = time.monotonic() + grace
+    while not attempt():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(RETRY_SECONDS)
+    return True
 
 
 def loopback_url(port: int) -> str:
