@@ -167,6 +167,10 @@ class RemoteChild:
             if isinstance(message, dict) and message.get("method") == "initialize":
                 self._initialize_ids.add(message.get("id"))
         had_session = self.session_id is not None
+        # A single request's stream ends once its answer is out; a cut after that
+        # (the remote stopping as it closes) lost nothing, so it ends no session:
+        # the next exchange finds the remote gone, in its own words.
+        answered = False
         try:
             async with self._wire.request(
                 "POST", self.url, self._request_headers(), raw
@@ -194,11 +198,17 @@ class RemoteChild:
                     async for name, data in events(response.chunks()):
                         if name == MESSAGE:
                             self._feed_bytes(data)
+                            # No "method" key: a response (a nested one only makes this
+                            # err on the safe side, the cut then ends the session).
+                            answered = b'"method"' not in data
                 else:
                     body_bytes = await response.read()
                     if body_bytes.strip():
                         self._feed(body_bytes.decode())
         except Exception as exc:
+            if answered and isinstance(exc, WIRE_FAILURES) and raw.lstrip().startswith(b"{"):
+                self._note(f"the stream ended after its answer: {describe(exc)}")
+                return
             if not self.ended_by(exc):
                 raise
             return

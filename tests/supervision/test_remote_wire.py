@@ -22,7 +22,7 @@ from core.supervision import remote_wire
 from core.supervision.remote import RemoteChild, describe
 from core.supervision.remote_wire import HttpxWire, LeanWire, wire_for
 from tests.support.certs import Authority, authority
-from tests.support.http_fakes import RawServer, Request, send, unused_port
+from tests.support.http_fakes import Answer, RawServer, Request, send, unused_port
 
 PROMPT = 5.0
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -194,3 +194,53 @@ async def test_a_refused_remote_ends_its_session_unreachable_in_words() -> None:
     assert child.end_text.startswith(f"unreachable: could not connect: 127.0.0.1:{port}: ")
     assert child.end_text.endswith(f"(http://127.0.0.1:{port}/mcp)")
     await child.end_group()
+
+
+def cut_after(message: dict[str, object]) -> Answer:
+    """An SSE answer carrying ``message``, its connection then closed inside the chunked
+    body (a remote stopping as it finishes the stream)."""
+
+    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
+        event = b"event: message\r\ndata: " + json.dumps(message).encode() + b"\r\n\r\n"
+        head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        await send(writer, head + f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        return False
+
+    return answer
+
+
+@pytest.mark.timeout(30)
+async def test_a_stream_cut_after_its_answer_lost_nothing_and_ends_no_session() -> None:
+    server = RawServer(cut_after({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    await server.start()
+    child = RemoteChild(f"http://127.0.0.1:{server.port}/mcp")
+    try:
+        for _ in range(2):
+            await child.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+            line = await asyncio.wait_for(child.stdout.readline(), PROMPT)
+            assert json.loads(line) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        assert child.is_alive() and not child.exited.done()
+        assert server.accepted == 2  # the cut connection was not reused
+    finally:
+        await child.end_group()
+        await server.aclose()
+
+
+@pytest.mark.timeout(30)
+async def test_a_stream_cut_before_its_answer_ends_the_session_unreachable() -> None:
+    # A request from the server, then the cut: the call's answer never came.
+    asked = {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}
+    server = RawServer(cut_after(asked))
+    await server.start()
+    child = RemoteChild(f"http://127.0.0.1:{server.port}/mcp")
+    try:
+        await child.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        await asyncio.wait_for(child.exited, PROMPT)
+        assert child.unreachable
+        assert child.end_text is not None and "chunked" in child.end_text, child.end_text
+    finally:
+        await child.end_group()
+        await server.aclose()
