@@ -11,6 +11,11 @@ uses for its hop. httpx2 stays where that client has nothing to offer:
   honours them as users expect, with ``NO_PROXY``;
 - a transport handed in (the tests' ``MockTransport``).
 
+The lean client asks for ``Accept-Encoding: identity`` (without the header any
+coding would be acceptable, RFC 9110 §12.5.3) and still decodes gzip and
+deflate, which some front ends send regardless; another coding is an
+exchange it cannot read, said in words.
+
 Both give the session the same reply (``status``, lower-case ``headers``,
 ``chunks()``, ``read()``); a failure of the lean one is core.base.errors'
 ``HttpError``, of httpx2 its ``TransportError``, and the session takes both
@@ -21,6 +26,7 @@ import contextlib
 import functools
 import ssl
 import urllib.request
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Protocol
@@ -39,6 +45,8 @@ WireFailure = httpx2.TransportError | HttpError
 
 #: What the lean client tells a server it is (some front ends refuse a request without one).
 USER_AGENT: Final = f"mcp-tray/{__version__}"
+#: zlib's window bits by content coding: gzip's header, or zlib's (deflate as sent).
+_CODINGS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 15}
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
@@ -113,12 +121,45 @@ class LeanWire:
         if (parts.scheme, parts.netloc) != self._origin:
             raise ValueError(f"{url} is not on the origin of this session")
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        sent = {"user-agent": USER_AGENT, **headers}
+        given = {key.lower() for key in headers}
+        # The entry's own (its case kept) win over ours.
+        ours = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
+        sent = {**{k: v for k, v in ours.items() if k not in given}, **headers}
         async with self._pool.request(method, target, sent, body) as reply:
-            yield reply
+            coding = reply.headers.get("content-encoding", "identity").strip().lower()
+            yield reply if coding == "identity" else _Decoded(reply, coding)
 
     async def aclose(self) -> None:
         self._pool.close()
+
+
+class _Decoded:
+    """A reply whose body came in a content coding: what it says, decoded as it arrives."""
+
+    def __init__(self, reply: Reply, coding: str) -> None:
+        if coding not in _CODINGS:
+            raise HttpError(f"the body came in {coding!r} coding, which mcp-tray cannot read")
+        self._reply = reply
+        self._bits = _CODINGS[coding]
+        self.status = reply.status
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._reply.headers
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        decoder = zlib.decompressobj(self._bits)
+        try:
+            async for chunk in self._reply.chunks():
+                if data := decoder.decompress(chunk):
+                    yield data
+            if tail := decoder.flush():
+                yield tail
+        except zlib.error as exc:
+            raise HttpError(f"the body's coding is broken: {exc}") from None
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
 
 
 class _HttpxReply:

@@ -8,9 +8,11 @@ through ``SSL_CERT_FILE``; what it received is read from its side.
 
 import asyncio
 import contextlib
+import gzip
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx2
@@ -244,3 +246,77 @@ async def test_a_stream_cut_before_its_answer_ends_the_session_unreachable() -> 
     finally:
         await child.end_group()
         await server.aclose()
+
+
+def encoded_answer(coding: str, body: bytes, kind: str = "application/json") -> Answer:
+    """``body`` in ``coding``, sent in two chunks (a stream's parts arrive apart)."""
+
+    async def answer(request: Request, writer: asyncio.StreamWriter) -> bool:
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Encoding: {coding}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        )
+        half = len(body) // 2
+        parts = [body[:half], body[half:]]
+        framed = b"".join(f"{len(part):x}\r\n".encode() + part + b"\r\n" for part in parts if part)
+        await send(writer, head.encode() + framed + b"0\r\n\r\n")
+        return True
+
+    return answer
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("coding", "encode"),
+    [
+        ("gzip", lambda data: gzip.compress(data)),
+        ("deflate", lambda data: zlib.compress(data)),
+    ],
+)
+async def test_a_body_sent_compressed_though_identity_was_asked_is_decoded(
+    coding: str, encode: Callable[[bytes], bytes]
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"text": "x" * 5000}}
+    stream = b"event: message\r\ndata: " + json.dumps(message).encode() + b"\r\n\r\n"
+    server = RawServer(encoded_answer(coding, encode(stream), "text/event-stream"))
+    await server.start()
+    child = RemoteChild(f"http://127.0.0.1:{server.port}/mcp")
+    try:
+        await child.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        line = await asyncio.wait_for(child.stdout.readline(), PROMPT)
+        assert json.loads(line) == message
+        assert server.requests[0].headers["accept-encoding"] == "identity"
+    finally:
+        await child.end_group()
+        await server.aclose()
+
+
+@pytest.mark.timeout(30)
+async def test_a_body_in_a_coding_nobody_here_reads_ends_the_session_saying_so() -> None:
+    server = RawServer(encoded_answer("br", b"\x0b\x02\x80{}\x03"))
+    await server.start()
+    child = RemoteChild(f"http://127.0.0.1:{server.port}/mcp")
+    try:
+        await child.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        await asyncio.wait_for(child.exited, PROMPT)
+        assert child.end_text is not None
+        assert "the body came in 'br' coding, which mcp-tray cannot read" in child.end_text
+    finally:
+        await child.end_group()
+        await server.aclose()
+
+
+@pytest.mark.timeout(30)
+async def test_an_entrys_own_accept_encoding_and_user_agent_are_sent_instead_of_ours() -> None:
+    server = RawServer(echo_json)
+    await server.start()
+    wire = LeanWire(f"http://127.0.0.1:{server.port}/mcp")
+    try:
+        own = {"Accept-Encoding": "gzip", "User-Agent": "theirs/1"}
+        async with wire.request("POST", f"http://127.0.0.1:{server.port}/mcp", own, b"x") as r:
+            await r.read()
+    finally:
+        await wire.aclose()
+        await server.aclose()
+    sent = server.requests[0].headers
+    assert (sent["accept-encoding"], sent["user-agent"]) == ("gzip", "theirs/1")
