@@ -14,7 +14,8 @@ from typing import Any
 
 import uvicorn
 from asking import add_asking_tools
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 server = MCPServer("remote-echo")
 
@@ -32,6 +33,46 @@ def big(size: int) -> str:
 
 
 add_asking_tools(server)
+#: What clients subscribed to, through whatever stood between (the test reads it back).
+subscribed: set[str] = set()
+
+
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """The client's roots, asked for inside this call."""
+    found = await ctx.session.list_roots()
+    return " ".join(str(root.uri) for root in found.roots)
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Tell subscribers the resource changed (on the session's own stream, outside the call)."""
+    await ctx.session.send_resource_updated(uri)
+    return f"touched; subscribed: {' '.join(sorted(subscribed)) or 'none'}"
+
+
+@server.resource("remote://note")
+def note() -> str:
+    """A resource to subscribe to."""
+    return "a note"
+
+
+async def _subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+    subscribed.add(str(params.uri))
+    return EmptyResult()
+
+
+async def _unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+    subscribed.discard(str(params.uri))
+    return EmptyResult()
+
+
+server._lowlevel_server.add_request_handler(
+    "resources/subscribe", SubscribeRequestParams, _subscribe
+)
+server._lowlevel_server.add_request_handler(
+    "resources/unsubscribe", UnsubscribeRequestParams, _unsubscribe
+)
 
 
 def keyed(app: Any, key: str) -> Any:

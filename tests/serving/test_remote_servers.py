@@ -15,7 +15,7 @@ import pytest
 from core.base.states import ServerState
 from core.serving.service import TrayService
 from core.settings.config import TrayConfig, load_config
-from tests.conftest import ECHO, python_server, wait_ready, wait_state
+from tests.conftest import ECHO, python_server, wait_ready, wait_state, wait_until
 from tests.support.fake_keyring import FileKeyring
 from tests.support.gateway_support import (
     Services,
@@ -28,6 +28,7 @@ from tests.support.gateway_support import (
     sdk_client,
     text,
 )
+from tests.support.isolation_support import Seen
 from tests.support.remote_server import Remote
 
 pytestmark = [
@@ -68,7 +69,9 @@ async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
 ) -> None:
     async with http_client(far, "far") as session:
         listed = await session.list_tools()
-        assert [tool.name for tool in listed.tools] == ["echo", "big", "ask", "confirm"]
+        assert [tool.name for tool in listed.tools] == [
+            *("echo", "big", "ask", "confirm", "roots", "touch")
+        ]
         # Megabytes in one answer, as a file read brings: one line of the session, whole.
         assert len(text(await session.call_tool("big", {"size": 3_000_000}))) == 3_000_000
         assert text(await session.call_tool("echo", {"text": "far away"})) == "far away"
@@ -89,6 +92,24 @@ async def test_a_remotes_own_sampling_and_elicitation_reach_the_client_that_call
     async with sdk_client(far, "far", **callbacks) as client:  # 2026-07-28: input_required
         assert text(await client.call_tool("ask", {"question": "new?"})) == "model says new?"
         assert text(await client.call_tool("confirm", {"question": "ok?"})) == "confirmed"
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_remotes_roots_request_and_a_subscription_to_it_reach_the_client(
+    far: TrayService,
+) -> None:
+    """Roots: asked on the call's stream, answered by the client that called. The update:
+    sent outside any call, on the remote's own GET stream, to the subscribed client."""
+    seen = Seen("A", roots=["file:///project-a"])
+    async with http_client(far, "far", **seen.kwargs()) as session:
+        assert text(await session.call_tool("roots", {})) == "file:///project-a"
+        await session.subscribe_resource("remote://note")  # type: ignore[arg-type]
+        touched = text(await session.call_tool("touch", {"uri": "remote://note"}))
+        assert touched == "touched; subscribed: remote://note"
+        await wait_until(lambda: seen.updated() == ["remote://note"], what="the update")
+        await session.unsubscribe_resource("remote://note")  # type: ignore[arg-type]
+        touched = text(await session.call_tool("touch", {"uri": "remote://note"}))
+        assert touched == "touched; subscribed: none"
 
 
 async def test_a_remote_is_a_member_of_mcp_and_of_a_profile_and_of_the_bridge(
