@@ -103,11 +103,11 @@ async def test_a_remotes_roots_request_and_a_subscription_to_it_reach_the_client
     seen = Seen("A", roots=["file:///project-a"])
     async with http_client(far, "far", **seen.kwargs()) as session:
         assert text(await session.call_tool("roots", {})) == "file:///project-a"
-        await session.subscribe_resource("remote://note")  # type: ignore[arg-type]
+        await session.subscribe_resource("remote://note")
         touched = text(await session.call_tool("touch", {"uri": "remote://note"}))
         assert touched == "touched; subscribed: remote://note"
         await wait_until(lambda: seen.updated() == ["remote://note"], what="the update")
-        await session.unsubscribe_resource("remote://note")  # type: ignore[arg-type]
+        await session.unsubscribe_resource("remote://note")
         touched = text(await session.call_tool("touch", {"uri": "remote://note"}))
         assert touched == "touched; subscribed: none"
 
