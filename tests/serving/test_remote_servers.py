@@ -69,9 +69,8 @@ async def test_a_remote_is_called_through_its_own_endpoint_in_both_eras(
 ) -> None:
     async with http_client(far, "far") as session:
         listed = await session.list_tools()
-        assert [tool.name for tool in listed.tools] == [
-            *("echo", "big", "ask", "confirm", "roots", "touch")
-        ]
+        names = [tool.name for tool in listed.tools]
+        assert names == ["echo", "big", "ask", "confirm", "roots", "touch"]
         # Megabytes in one answer, as a file read brings: one line of the session, whole.
         assert len(text(await session.call_tool("big", {"size": 3_000_000}))) == 3_000_000
         assert text(await session.call_tool("echo", {"text": "far away"})) == "far away"

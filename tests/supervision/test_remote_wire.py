@@ -268,10 +268,7 @@ def encoded_answer(coding: str, body: bytes, kind: str = "application/json") -> 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     ("coding", "encode"),
-    [
-        ("gzip", lambda data: gzip.compress(data)),
-        ("deflate", lambda data: zlib.compress(data)),
-    ],
+    [("gzip", gzip.compress), ("deflate", zlib.compress)],
 )
 async def test_a_body_sent_compressed_though_identity_was_asked_is_decoded(
     coding: str, encode: Callable[[bytes], bytes]
